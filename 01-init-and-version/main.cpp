@@ -1,0 +1,102 @@
+// Lesson 01 — initialise the driver and ask it what it is and what it sees.
+//
+// Every Driver API program starts the same way: cuInit(0) loads the driver's
+// state for this process, then the program asks which CUDA version the driver
+// implements and which devices it can reach. Nothing here needs a context.
+#include <cuda.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "common/check_driver.h"
+#include "common/course_util.h"
+
+int main() {
+    // Step 1: cuInit must come before every other driver call (lesson 02 shows
+    // what happens otherwise). Flags must be 0: none are defined.
+    course::printStep(1, "initialise the driver");
+    CHECK_DRIVER(cuInit(0));
+    std::printf("cuInit: ok\n");
+
+    // Step 2: three versions are in play. The driver's (what libcuda.so.1 can run),
+    // the toolkit's cuda.h this program was compiled with (CUDA_VERSION), and, for
+    // programs that use it, the runtime library's (cudaRuntimeGetVersion; lesson 07).
+    course::printStep(2, "driver and toolkit versions");
+    int driverVersion = 0;
+    CHECK_DRIVER(cuDriverGetVersion(&driverVersion));
+    std::printf("driver CUDA version: %s (cuDriverGetVersion = %d)\n",
+                course::formatCudaVersion(driverVersion).c_str(), driverVersion);
+    std::printf("compiled with cuda.h: %s (CUDA_VERSION = %d)\n", course::formatCudaVersion(CUDA_VERSION).c_str(),
+                CUDA_VERSION);
+    // A driver runs programs built with any toolkit of its own major version or older
+    // (minor-version compatibility). Only PTX needs a driver at least as new as the
+    // toolkit that wrote it, because the driver's JIT compiles it.
+    const course::CudaVersion driver = course::decodeCudaVersion(driverVersion);
+    const course::CudaVersion toolkit = course::decodeCudaVersion(CUDA_VERSION);
+    bool driverNewEnough = true;
+    if (driverVersion >= CUDA_VERSION) {
+        std::printf("driver vs toolkit: driver is as new as the toolkit or newer\n");
+    } else if (driver.major == toolkit.major) {
+        std::printf("driver vs toolkit: driver is older within the same major version; "
+                    "SASS runs, PTX from this toolkit will not JIT\n");
+    } else {
+        std::printf("driver vs toolkit: driver is a major version behind the toolkit; update the driver\n");
+        driverNewEnough = false;
+    }
+
+    // Step 3: devices. The ordinal 0..count-1 is what CUDA_VISIBLE_DEVICES leaves
+    // visible, in the driver's order (fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID).
+    course::printStep(3, "devices");
+    int deviceCount = 0;
+    CHECK_DRIVER(cuDeviceGetCount(&deviceCount));
+    std::printf("device count: %d\n", deviceCount);
+    if (deviceCount == 0) {
+        std::fprintf(stderr, "No CUDA device is visible. Check nvidia-smi and CUDA_VISIBLE_DEVICES.\n");
+        return EXIT_FAILURE;
+    }
+
+    bool devicesSane = true;
+    for (int ordinal = 0; ordinal < deviceCount; ++ordinal) {
+        // A CUdevice is a small integer handle, not a context: querying it allocates nothing.
+        CUdevice device = 0;
+        CHECK_DRIVER(cuDeviceGet(&device, ordinal));
+
+        char name[256] = {};
+        CHECK_DRIVER(cuDeviceGetName(name, sizeof(name), device));
+        int major = 0;
+        int minor = 0;
+        CHECK_DRIVER(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device));
+        CHECK_DRIVER(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device));
+        size_t totalBytes = 0;
+        CHECK_DRIVER(cuDeviceTotalMem(&totalBytes, device));
+        CUuuid uuid{};
+        CHECK_DRIVER(cuDeviceGetUuid(&uuid, device));
+        int integrated = 0;  // 1 on Jetson/Tegra: the GPU shares DRAM with the CPU (lesson 09)
+        CHECK_DRIVER(cuDeviceGetAttribute(&integrated, CU_DEVICE_ATTRIBUTE_INTEGRATED, device));
+        char pciBusId[32] = {};
+        CHECK_DRIVER(cuDeviceGetPCIBusId(pciBusId, sizeof(pciBusId), device));
+
+        // The UUID in nvidia-smi's form: GPU-8-4-4-4-12 hex digits.
+        char uuidText[64];
+        const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
+        std::snprintf(uuidText, sizeof(uuidText),
+                      "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+                      b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+
+        std::printf("device %d name: %s\n", ordinal, name);
+        std::printf("device %d compute capability: %d.%d\n", ordinal, major, minor);
+        std::printf("device %d total memory: %.2f GiB (%zu bytes)\n", ordinal,
+                    static_cast<double>(totalBytes) / (1024.0 * 1024.0 * 1024.0), totalBytes);
+        std::printf("device %d uuid: %s\n", ordinal, uuidText);
+        std::printf("device %d integrated: %s\n", ordinal, integrated ? "yes" : "no");
+        std::printf("device %d PCI bus id: %s\n", ordinal, pciBusId);
+
+        devicesSane = devicesSane && name[0] != '\0' && major >= 1 && totalBytes > 0;
+    }
+
+    // Step 4: the lesson checks its own result.
+    course::printStep(4, "check");
+    const bool pass = driverNewEnough && devicesSane;
+    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
+    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,181 @@
+# CUDA Driver API course — one Makefile for every lesson, the tests and the tools.
+#
+# Lessons are discovered: every folder named NN-topic is a lesson. Inside one:
+#   *.cpp              host code of the lesson's program  -> build/NN-topic/NN-topic
+#   *.cu               runtime-API code linked into that program (nvcc -c, links cudart)
+#   kernels/*.cu       device code for the Driver API     -> build/NN-topic/kernels/NAME.{ptx,cubin,fatbin}
+#   standalone/*.cpp   extra programs that do NOT link libcuda -> build/NN-topic/NAME
+#   lesson.mk          optional: <lesson>_LDLIBS, <lesson>_CXXFLAGS, <lesson>_KERNEL_FLAGS, <lesson>_SETUP
+#
+# `make help` lists the targets.
+
+CUDA_PATH ?= /usr/local/cuda
+BUILD     ?= build
+NVCC      ?= $(CUDA_PATH)/bin/nvcc
+CXX       ?= g++
+
+# Architectures: SASS for each listed SM plus PTX of the newest for forward
+# compatibility. CUDA 13 dropped sm_50..sm_72, so sm_75 is the oldest it accepts;
+# SMs the installed nvcc does not know are left out (CUDA 11.4 has no sm_89/sm_90).
+ARCH            ?= 75 80 86 89 90
+NVCC_KNOWN_ARCH := $(patsubst compute_%,%,$(shell $(NVCC) --list-gpu-arch 2>/dev/null))
+BUILD_ARCH      := $(if $(NVCC_KNOWN_ARCH),$(filter $(NVCC_KNOWN_ARCH),$(ARCH)),$(ARCH))
+NEWEST_ARCH     := $(lastword $(BUILD_ARCH))
+OLDEST_ARCH     := $(firstword $(BUILD_ARCH))
+GENCODE         := $(foreach a,$(BUILD_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+                   -gencode arch=compute_$(NEWEST_ARCH),code=compute_$(NEWEST_ARCH)
+# A cubin holds SASS for exactly one SM: the newest listed, unless told otherwise.
+CUBIN_ARCH      ?= $(NEWEST_ARCH)
+# PTX modules target the oldest SM so that the driver can JIT them for any newer GPU.
+PTX_ARCH        ?= $(OLDEST_ARCH)
+
+WARNINGS := -Wall -Wextra
+ifeq ($(WERROR),1)
+WARNINGS += -Werror
+endif
+CPPFLAGS := -I. -isystem $(CUDA_PATH)/include
+CXXFLAGS ?= -O2 -g
+CXXFLAGS += -std=c++20 $(WARNINGS)
+NVCCFLAGS ?= -O2
+comma := ,
+empty :=
+space := $(empty) $(empty)
+NVCCFLAGS += -std=c++17 -Xcompiler $(subst $(space),$(comma),$(strip $(WARNINGS)))
+# The stub libcuda.so is for linking only: at run time the driver's libcuda.so.1 is used.
+LDFLAGS  := -L$(CUDA_PATH)/lib64/stubs -L$(CUDA_PATH)/lib64 -Wl,-rpath,$(CUDA_PATH)/lib64
+CUDART   := -lcudart_static -ldl -lrt -lpthread
+
+# Catch2 v3 (>= 3.4). Found through pkg-config; CATCH2_PREFIX points at another install.
+ifdef CATCH2_PREFIX
+CATCH2_CFLAGS ?= -isystem $(CATCH2_PREFIX)/include
+CATCH2_LIBS   ?= -L$(CATCH2_PREFIX)/lib -lCatch2Main -lCatch2
+else
+CATCH2_CFLAGS ?= $(shell pkg-config --cflags catch2-with-main 2>/dev/null)
+CATCH2_LIBS   ?= $(or $(shell pkg-config --libs catch2-with-main 2>/dev/null),-lCatch2Main -lCatch2)
+endif
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+LESSONS := $(sort $(patsubst %/,%,$(wildcard [0-9][0-9]-*/)))
+-include $(wildcard $(addsuffix /lesson.mk,$(LESSONS)))
+
+# ---------------------------------------------------------------------------
+# One lesson: its program, its modules, its standalone programs.
+define LESSON_RULES
+$(1)_HOST_OBJS := $$(patsubst %.cpp,$(BUILD)/%.o,$$(wildcard $(1)/*.cpp))
+$(1)_CU_OBJS   := $$(patsubst %.cu,$(BUILD)/%.cu.o,$$(wildcard $(1)/*.cu))
+$(1)_KERNELS   := $$(wildcard $(1)/kernels/*.cu)
+$(1)_MODULES   := $$(foreach k,$$($(1)_KERNELS),$$(patsubst %.cu,$(BUILD)/%,$$(k)).ptx \
+                    $$(patsubst %.cu,$(BUILD)/%,$$(k)).cubin $$(patsubst %.cu,$(BUILD)/%,$$(k)).fatbin)
+$(1)_STANDALONE := $$(patsubst $(1)/standalone/%.cpp,$(BUILD)/$(1)/%,$$(wildcard $(1)/standalone/*.cpp))
+$(1)_BIN       := $(BUILD)/$(1)/$(1)
+$(1)_ALL       := $$($(1)_BIN) $$($(1)_MODULES) $$($(1)_STANDALONE)
+$(1)_SETUP_STAMPS := $$(patsubst %,$(BUILD)/setup/%.ok,$$($(1)_SETUP))
+
+$$($(1)_HOST_OBJS): private EXTRA_CXXFLAGS := $$($(1)_CXXFLAGS)
+$$($(1)_HOST_OBJS) $$($(1)_CU_OBJS): | $$($(1)_SETUP_STAMPS)
+$$($(1)_MODULES): private EXTRA_NVCCFLAGS := $$($(1)_KERNEL_FLAGS)
+
+$$($(1)_BIN): $$($(1)_HOST_OBJS) $$($(1)_CU_OBJS)
+	@echo "  LINK    $$@"
+	$(Q)$(CXX) -o $$@ $$^ $(LDFLAGS) $$($(1)_LDLIBS) $$(if $$($(1)_CU_OBJS),$(CUDART)) -lcuda
+
+$(BUILD)/$(1)/%: $(1)/standalone/%.cpp
+	@echo "  CXX     $$@"
+	@mkdir -p $$(@D)
+	$(Q)$(CXX) $(CPPFLAGS) $(CXXFLAGS) -MMD -MP -o $$@ $$< -ldl
+
+.PHONY: build-$(word 1,$(subst -, ,$(1))) run-$(word 1,$(subst -, ,$(1)))
+build-$(word 1,$(subst -, ,$(1))): $$($(1)_ALL)
+run-$(word 1,$(subst -, ,$(1))): $$($(1)_ALL) $(BUILD)/tools/driver-probe
+	$(Q)$(BUILD)/tools/driver-probe
+	$(Q)common/tools/run-lessons.sh $$($(1)_BIN)
+endef
+$(foreach l,$(LESSONS),$(eval $(call LESSON_RULES,$(l))))
+
+LESSON_BINS := $(foreach l,$(LESSONS),$($(l)_BIN))
+LESSON_ALL  := $(foreach l,$(LESSONS),$($(l)_ALL))
+
+# ---------------------------------------------------------------------------
+# Pattern rules (out of tree: build/ mirrors the source folders).
+$(BUILD)/%.o: %.cpp
+	@echo "  CXX     $<"
+	@mkdir -p $(@D)
+	$(Q)$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(EXTRA_CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.cu.o: %.cu
+	@echo "  NVCC    $<"
+	@mkdir -p $(@D)
+	$(Q)$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) $(GENCODE) -MMD -MP -MF $@.d -c $< -o $@
+
+$(BUILD)/%.ptx: %.cu
+	@echo "  PTX     $@"
+	@mkdir -p $(@D)
+	$(Q)$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) $(EXTRA_NVCCFLAGS) -arch=compute_$(PTX_ARCH) -MMD -MP -MF $@.d -ptx $< -o $@
+
+$(BUILD)/%.cubin: %.cu
+	@echo "  CUBIN   $@"
+	@mkdir -p $(@D)
+	$(Q)$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) $(EXTRA_NVCCFLAGS) -arch=sm_$(CUBIN_ARCH) -MMD -MP -MF $@.d -cubin $< -o $@
+
+$(BUILD)/%.fatbin: %.cu
+	@echo "  FATBIN  $@"
+	@mkdir -p $(@D)
+	$(Q)$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) $(EXTRA_NVCCFLAGS) $(GENCODE) -MMD -MP -MF $@.d -fatbin $< -o $@
+
+# ---------------------------------------------------------------------------
+# Set-up: installs what a fresh Debian 12 machine lacks (see common/tools/setup.sh).
+$(BUILD)/setup/%.ok: common/tools/setup.sh
+	$(Q)common/tools/setup.sh $*
+	@mkdir -p $(@D) && touch $@
+
+# Tools and tests.
+$(BUILD)/tools/driver-probe: common/tools/driver_probe.cpp
+	@echo "  CXX     $@"
+	@mkdir -p $(@D)
+	$(Q)$(CXX) $(CPPFLAGS) $(CXXFLAGS) -MMD -MP -o $@ $< -ldl
+
+# NVIDIA's stub libcuda.so under the driver's name, for the tests that run a lesson against it.
+STUB_DRIVER := $(BUILD)/stub-driver/libcuda.so.1
+$(STUB_DRIVER):
+	@mkdir -p $(@D)
+	$(Q)ln -sf $(CUDA_PATH)/lib64/stubs/libcuda.so $@
+
+TEST_OBJS := $(patsubst %.cpp,$(BUILD)/%.o,$(wildcard tests/*.cpp))
+TEST_BIN  := $(BUILD)/tests/course-tests
+$(TEST_OBJS): private EXTRA_CXXFLAGS := $(CATCH2_CFLAGS)
+$(TEST_OBJS): | $(BUILD)/setup/catch2.ok
+$(TEST_BIN): $(TEST_OBJS)
+	@echo "  LINK    $@"
+	$(Q)$(CXX) -o $@ $^ $(CATCH2_LIBS) -ldl -lpthread
+
+# ---------------------------------------------------------------------------
+.DEFAULT_GOAL := all
+.PHONY: all lessons run test help clean
+all: lessons $(TEST_BIN) $(BUILD)/tools/driver-probe $(STUB_DRIVER) ## Build every lesson, the tests and the tools (default)
+
+lessons: $(LESSON_ALL) ## Build every lesson only
+
+run: $(LESSON_ALL) $(BUILD)/tools/driver-probe ## Build and run every lesson in order, then print a summary table
+	$(Q)$(BUILD)/tools/driver-probe
+	$(Q)common/tools/run-lessons.sh $(LESSON_BINS)
+
+test: all ## Build and run the Catch2 suite (GPU tests skip, with the reason, when there is no GPU)
+	$(Q)$(TEST_BIN) $(TEST_ARGS)
+
+help: ## List the targets
+	@echo "Targets:"
+	@grep -hE '^[a-z][a-zA-Z_-]*:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([^:]+):.*## (.*)/  \1|\2/' | \
+	  awk -F'|' '{ printf "  %-14s %s\n", $$1, $$2 }' | sed 's/^    /  /'
+	@echo "  run-NN         Build and run one lesson: $(foreach l,$(LESSONS),run-$(word 1,$(subst -, ,$(l))))"
+	@echo "  build-NN       Build one lesson"
+	@echo "Variables: CUDA_PATH=$(CUDA_PATH) ARCH='$(ARCH)' CATCH2_PREFIX=<dir> V=1 WERROR=1 TEST_ARGS=<catch2 args>"
+
+clean: ## Remove build/
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,141 @@
+#include "tests/harness.h"
+
+#include <catch2/catch_test_macros.hpp>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <sstream>
+
+#include "common/course_util.h"
+
+namespace harness {
+
+std::string buildDir() {
+    const std::string testsDir = course::executableDir();  // .../build/tests
+    return testsDir.substr(0, testsDir.rfind('/'));
+}
+
+std::string repoRoot() {
+    const std::string build = buildDir();
+    return build.substr(0, build.rfind('/'));
+}
+
+std::string lessonBinary(const std::string& lesson, const std::string& program) {
+    return buildDir() + "/" + lesson + "/" + (program.empty() ? lesson : program);
+}
+
+std::string stubDriverDir() { return buildDir() + "/stub-driver"; }
+
+RunResult run(const std::string& program, const RunOptions& options) {
+    int outPipe[2];
+    int errPipe[2];
+    REQUIRE(pipe2(outPipe, O_CLOEXEC) == 0);
+    REQUIRE(pipe2(errPipe, O_CLOEXEC) == 0);
+
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        dup2(outPipe[1], STDOUT_FILENO);
+        dup2(errPipe[1], STDERR_FILENO);
+        for (const auto& [name, value] : options.setEnv) setenv(name.c_str(), value.c_str(), 1);
+        for (const auto& name : options.unsetEnv) unsetenv(name.c_str());
+        if (!options.workingDir.empty() && chdir(options.workingDir.c_str()) != 0) _exit(126);
+        std::vector<char*> argv;
+        argv.push_back(const_cast<char*>(program.c_str()));
+        for (const auto& arg : options.args) argv.push_back(const_cast<char*>(arg.c_str()));
+        argv.push_back(nullptr);
+        execvp(program.c_str(), argv.data());  // a bare name ("make") is looked up on PATH
+        std::fprintf(stderr, "harness: cannot execute %s: %s\n", program.c_str(), std::strerror(errno));
+        _exit(127);
+    }
+    close(outPipe[1]);
+    close(errPipe[1]);
+
+    RunResult result;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.timeoutSeconds);
+    pollfd fds[2] = {{outPipe[0], POLLIN, 0}, {errPipe[0], POLLIN, 0}};
+    std::string* sinks[2] = {&result.out, &result.err};
+    int open = 2;
+    while (open > 0) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+            result.timedOut = true;
+            kill(pid, SIGKILL);
+            break;
+        }
+        if (poll(fds, 2, static_cast<int>(left.count())) < 0) break;
+        for (int i = 0; i < 2; ++i) {
+            if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP)) == 0) continue;
+            char buffer[4096];
+            const ssize_t n = read(fds[i].fd, buffer, sizeof(buffer));
+            if (n > 0) {
+                sinks[i]->append(buffer, static_cast<size_t>(n));
+            } else {
+                close(fds[i].fd);
+                fds[i].fd = -1;
+                --open;
+            }
+        }
+    }
+    for (auto& fd : fds)
+        if (fd.fd >= 0) close(fd.fd);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    result.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    UNSCOPED_INFO("ran " << program << " -> exit " << result.exitCode << (result.timedOut ? " (timed out)" : "")
+                         << "\n--- stdout ---\n"
+                         << result.out << "--- stderr ---\n"
+                         << result.err);
+    return result;
+}
+
+RunResult runLesson(const std::string& lesson, const RunOptions& options, const std::string& program) {
+    return run(lessonBinary(lesson, program), options);
+}
+
+const course::DynamicDriver& driver() {
+    static const course::DynamicDriver instance;
+    return instance;
+}
+
+void requireGpu() {
+    if (!driver().usable()) SKIP("GPU test skipped: " << driver().problem());
+}
+
+void requireRan(const RunResult& result) {
+    if (result.exitCode != course::kExitNotApplicable) return;
+    std::string why = "not applicable on this machine";
+    for (const auto& line : lines(result.out))
+        if (line.rfind("Result = SKIP", 0) == 0) why = line;
+    SKIP("lesson exited 77: " << why);
+}
+
+std::vector<std::string> lines(const std::string& text) {
+    std::vector<std::string> result;
+    std::istringstream stream(text);
+    for (std::string line; std::getline(stream, line);) result.push_back(line);
+    return result;
+}
+
+std::optional<std::string> valueOf(const std::string& text, const std::string& label) {
+    const auto all = valuesOf(text, label);
+    if (all.empty()) return std::nullopt;
+    return all.front();
+}
+
+std::vector<std::string> valuesOf(const std::string& text, const std::string& label) {
+    std::vector<std::string> values;
+    const std::string prefix = label + ": ";
+    for (const auto& line : lines(text))
+        if (line.rfind(prefix, 0) == 0) values.push_back(line.substr(prefix.size()));
+    return values;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace harness

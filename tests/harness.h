@@ -1,0 +1,61 @@
+// harness.h — what every test file uses: where the build is, running a lesson,
+// reading its labelled output, and gating GPU tests.
+//
+// GPU tests call requireGpu() first: without a usable driver and device it ends
+// the test with Catch2's SKIP and the reason (never a silent pass). A lesson that
+// exits 77 ("not applicable here") is turned into a SKIP by requireRan().
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/tools/dynamic_driver.h"
+
+namespace harness {
+
+// build/ (the folder above this test binary's build/tests/), and the repository root above it.
+std::string buildDir();
+std::string repoRoot();
+// build/NN-topic/NN-topic, or build/NN-topic/NAME for a lesson's standalone program.
+std::string lessonBinary(const std::string& lesson, const std::string& program = "");
+// A folder with NVIDIA's stub libcuda.so as libcuda.so.1 (made by the Makefile):
+// put it on LD_LIBRARY_PATH to run a program against the stub.
+std::string stubDriverDir();
+
+struct RunResult {
+    int exitCode = -1;  // the program's exit code; 128 + signal if it was killed
+    std::string out;    // stdout
+    std::string err;    // stderr
+    bool timedOut = false;
+};
+
+struct RunOptions {
+    std::vector<std::string> args;
+    std::map<std::string, std::string> setEnv;  // variables to set (an empty value is kept empty)
+    std::vector<std::string> unsetEnv;          // variables to remove
+    std::string workingDir;                     // empty: the test's own
+    int timeoutSeconds = 120;
+};
+
+RunResult run(const std::string& program, const RunOptions& options = {});
+// Runs build/NN-topic/NN-topic (or a standalone program) with the options.
+RunResult runLesson(const std::string& lesson, const RunOptions& options = {}, const std::string& program = "");
+
+// The driver, opened once per test process with dlopen (so the suite starts without one).
+const course::DynamicDriver& driver();
+// SKIPs the running test, with the reason, when there is no usable driver and GPU.
+void requireGpu();
+// SKIPs when a lesson exited 77 (its "Result = SKIP (...)" line gives the reason).
+void requireRan(const RunResult& result);
+
+// Output helpers. Labelled lines look like "label: value".
+std::vector<std::string> lines(const std::string& text);
+// The value of the first line "label: value", if any.
+std::optional<std::string> valueOf(const std::string& text, const std::string& label);
+// Every value of lines "label: value", in order.
+std::vector<std::string> valuesOf(const std::string& text, const std::string& label);
+bool contains(const std::string& text, const std::string& part);
+
+}  // namespace harness

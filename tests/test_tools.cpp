@@ -1,0 +1,101 @@
+// CPU tests of the course's tooling: the driver probe that `make run` uses, the
+// lesson runner's summary table, and the Makefile's own targets.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "tests/harness.h"
+
+using namespace harness;
+
+namespace {
+
+RunOptions makeOptions(std::vector<std::string> args) {
+    RunOptions options;
+    options.args = {"-s", "-C", repoRoot()};
+    options.args.insert(options.args.end(), args.begin(), args.end());
+    // A make started from `make test` must not inherit the outer make's jobserver.
+    options.unsetEnv = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL"};
+    return options;
+}
+
+// A throwaway "lesson": a shell script that prints what it is given and exits with a code.
+std::string fakeLesson(const std::string& name, const std::string& body) {
+    const std::string path = buildDir() + "/tests/" + name;
+    std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+    REQUIRE(std::system(("chmod +x " + path).c_str()) == 0);
+    return path;
+}
+
+RunOptions runnerArgs(std::vector<std::string> lessons) {
+    RunOptions options;
+    options.args = std::move(lessons);
+    return options;
+}
+
+}  // namespace
+
+TEST_CASE("The driver probe explains a machine with no usable GPU instead of a loader error", "[cpu][tools][fault]") {
+    // Hiding every device makes this case reproducible on a GPU machine too.
+    RunOptions options;
+    options.setEnv["CUDA_VISIBLE_DEVICES"] = "";
+    const RunResult r = run(buildDir() + "/tools/driver-probe", options);
+    CHECK(r.exitCode == 1);
+    CHECK(contains(r.err, "Cannot run the lessons"));
+    CHECK(contains(r.err, "make test"));
+    const bool noDriver = contains(r.err, "libcuda.so.1 could not be loaded");
+    const bool noDevice = contains(r.err, "CUDA_ERROR_NO_DEVICE");
+    CHECK((noDriver || noDevice));
+    CHECK_FALSE(contains(r.err, "error while loading shared libraries"));
+}
+
+TEST_CASE("The driver probe recognises NVIDIA's stub library", "[cpu][tools][fault]") {
+    RunOptions options;
+    options.setEnv["LD_LIBRARY_PATH"] = stubDriverDir();
+    const RunResult r = run(buildDir() + "/tools/driver-probe", options);
+    CHECK(r.exitCode == 1);
+    CHECK(contains(r.err, "CUDA_ERROR_STUB_LIBRARY"));
+    CHECK(contains(r.err, "stub"));
+}
+
+TEST_CASE("make run-01 on a machine without a usable GPU prints an explanation and fails", "[cpu][tools][fault]") {
+    RunOptions options = makeOptions({"run-01"});
+    options.setEnv["CUDA_VISIBLE_DEVICES"] = "";
+    const RunResult r = run("make", options);
+    CHECK(r.exitCode != 0);
+    CHECK(contains(r.err, "Cannot run the lessons"));
+    CHECK_FALSE(contains(r.out + r.err, "error while loading shared libraries"));
+}
+
+TEST_CASE("make help lists every target, one line each", "[cpu][tools]") {
+    const RunResult r = run("make", makeOptions({"help"}));
+    REQUIRE(r.exitCode == 0);
+    for (const char* target : {"all", "run", "test", "clean", "help", "run-NN", "run-01", "run-02"})
+        CHECK(contains(r.out, target));
+}
+
+TEST_CASE("The lesson runner's table shows PASS, SKIP with its reason, and FAIL, and fails the run",
+          "[cpu][tools]") {
+    const std::string pass = fakeLesson("fake-pass", "echo 'Result = PASS'; exit 0");
+    const std::string skip = fakeLesson("fake-skip", "echo 'Result = SKIP (needs a Jetson DLA)'; exit 77");
+    const std::string fail = fakeLesson("fake-fail", "echo 'Result = FAIL'; exit 1");
+
+    const RunResult some = run(repoRoot() + "/common/tools/run-lessons.sh", runnerArgs({pass, skip}));
+    CHECK(some.exitCode == 0);
+    CHECK(contains(some.out, "################ fake-pass ################"));
+    const auto table = lines(some.out);
+    bool passRow = false;
+    bool skipRow = false;
+    for (const auto& line : table) {
+        passRow = passRow || (line.rfind("fake-pass", 0) == 0 && contains(line, "PASS"));
+        skipRow = skipRow || (line.rfind("fake-skip", 0) == 0 && contains(line, "SKIP (needs a Jetson DLA)"));
+    }
+    CHECK(passRow);
+    CHECK(skipRow);
+
+    const RunResult withFailure = run(repoRoot() + "/common/tools/run-lessons.sh", runnerArgs({pass, fail}));
+    CHECK(withFailure.exitCode != 0);
+    CHECK(contains(withFailure.out, "FAIL (exit 1)"));
+}
