@@ -5,7 +5,13 @@
 #   *.cu               runtime-API code linked into that program (nvcc -c, links cudart)
 #   kernels/*.cu       device code for the Driver API     -> build/NN-topic/kernels/NAME.{ptx,cubin,fatbin}
 #   standalone/*.cpp   extra programs that do NOT link libcuda -> build/NN-topic/NAME
-#   lesson.mk          optional: <lesson>_LDLIBS, <lesson>_CXXFLAGS, <lesson>_KERNEL_FLAGS, <lesson>_SETUP
+#   lesson.mk          optional settings, each prefixed with the folder name, e.g. 07-runtime-interop_LDLIBS:
+#                        _LDLIBS        extra libraries (-lcublas)
+#                        _CXXFLAGS      extra host compiler flags
+#                        _CUDART := yes link the CUDA runtime even without a *.cu file
+#                        _KERNEL_FLAGS  extra nvcc flags for kernels/*.cu (-rdc=true)
+#                        _SETUP         dependencies common/tools/setup.sh installs (egl)
+#                        _BENCH := yes  the program has a --bench mode (make bench runs it)
 #
 # `make help` lists the targets.
 
@@ -82,7 +88,7 @@ $$($(1)_MODULES): private EXTRA_NVCCFLAGS := $$($(1)_KERNEL_FLAGS)
 
 $$($(1)_BIN): $$($(1)_HOST_OBJS) $$($(1)_CU_OBJS)
 	@echo "  LINK    $$@"
-	$(Q)$(CXX) -o $$@ $$^ $(LDFLAGS) $$($(1)_LDLIBS) $$(if $$($(1)_CU_OBJS),$(CUDART)) -lcuda
+	$(Q)$(CXX) -o $$@ $$^ $(LDFLAGS) $$($(1)_LDLIBS) $$(if $$(or $$($(1)_CU_OBJS),$$($(1)_CUDART)),$(CUDART)) -lcuda
 
 $(BUILD)/$(1)/%: $(1)/standalone/%.cpp
 	@echo "  CXX     $$@"
@@ -98,6 +104,7 @@ endef
 $(foreach l,$(LESSONS),$(eval $(call LESSON_RULES,$(l))))
 
 LESSON_BINS := $(foreach l,$(LESSONS),$($(l)_BIN))
+BENCH_BINS  := $(foreach l,$(LESSONS),$(if $($(l)_BENCH),$($(l)_BIN)))
 LESSON_ALL  := $(foreach l,$(LESSONS),$($(l)_ALL))
 
 # ---------------------------------------------------------------------------
@@ -155,7 +162,7 @@ $(TEST_BIN): $(TEST_OBJS)
 
 # ---------------------------------------------------------------------------
 .DEFAULT_GOAL := all
-.PHONY: all lessons run test help clean
+.PHONY: all lessons run test bench sanitize help clean
 all: lessons $(TEST_BIN) $(BUILD)/tools/driver-probe $(STUB_DRIVER) ## Build every lesson, the tests and the tools (default)
 
 lessons: $(LESSON_ALL) ## Build every lesson only
@@ -167,12 +174,20 @@ run: $(LESSON_ALL) $(BUILD)/tools/driver-probe ## Build and run every lesson in 
 test: all ## Build and run the Catch2 suite (GPU tests skip, with the reason, when there is no GPU)
 	$(Q)$(TEST_BIN) $(TEST_ARGS)
 
+bench: $(LESSON_ALL) $(BUILD)/tools/driver-probe ## Run the lessons' benchmark modes (--bench) and print one table
+	$(Q)$(BUILD)/tools/driver-probe
+	$(Q)common/tools/bench-lessons.sh $(BENCH_BINS)
+
+sanitize: $(LESSON_ALL) $(BUILD)/tools/driver-probe ## Run every lesson under compute-sanitizer (4 tools) and print a table
+	$(Q)$(BUILD)/tools/driver-probe
+	$(Q)common/tools/sanitize-lessons.sh $(LESSON_BINS)
+
 help: ## List the targets
 	@echo "Targets:"
 	@grep -hE '^[a-z][a-zA-Z_-]*:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([^:]+):.*## (.*)/  \1|\2/' | \
-	  awk -F'|' '{ printf "  %-14s %s\n", $$1, $$2 }' | sed 's/^    /  /'
-	@echo "  run-NN         Build and run one lesson: $(foreach l,$(LESSONS),run-$(word 1,$(subst -, ,$(l))))"
-	@echo "  build-NN       Build one lesson"
+	  awk -F'|' '{ printf "%-12s %s\n", $$1, $$2 }'
+	@echo "  run-NN       Build and run one lesson: $(foreach l,$(LESSONS),run-$(word 1,$(subst -, ,$(l))))"
+	@echo "  build-NN     Build one lesson"
 	@echo "Variables: CUDA_PATH=$(CUDA_PATH) ARCH='$(ARCH)' CATCH2_PREFIX=<dir> V=1 WERROR=1 TEST_ARGS=<catch2 args>"
 
 clean: ## Remove build/

@@ -4,7 +4,16 @@
 #include <linux/limits.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <initializer_list>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <set>
 #include <string>
 
 namespace course {
@@ -33,6 +42,68 @@ inline std::string executableDir() {
     std::string full(path);
     const std::string::size_type slash = full.rfind('/');
     return slash == std::string::npos ? std::string(".") : full.substr(0, slash);
+}
+
+// A module file built next to the executable: build/NN-topic/kernels/NAME.
+inline std::string kernelPath(const std::string& fileName) { return executableDir() + "/kernels/" + fileName; }
+
+// The whole file, or nothing (and a message naming the path) when it cannot be read.
+inline std::optional<std::string> readFile(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        std::fprintf(stderr, "cannot read %s: %s\n", path.c_str(), std::strerror(errno));
+        return std::nullopt;
+    }
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Exit code for a bad command line.
+constexpr int kExitUsage = 2;
+
+// A lesson's command line: flags ("--bench") and integer options ("--device 1").
+struct Arguments {
+    std::set<std::string> flags;
+    std::map<std::string, long long> values;
+
+    bool has(const std::string& flag) const { return flags.count(flag) != 0; }
+    long long valueOr(const std::string& option, long long fallback) const {
+        const auto it = values.find(option);
+        return it == values.end() ? fallback : it->second;
+    }
+};
+
+// Parses argv against the flags and options a lesson knows. On anything unknown or
+// malformed it prints the usage line to stderr and returns false: exit with kExitUsage.
+inline bool parseArguments(int argc, char** argv, std::initializer_list<const char*> knownFlags,
+                           std::initializer_list<const char*> knownOptions, const char* usage, Arguments& out) {
+    auto known = [](std::initializer_list<const char*> list, const std::string& word) {
+        for (const char* item : list)
+            if (word == item) return true;
+        return false;
+    };
+    for (int i = 1; i < argc; ++i) {
+        const std::string word = argv[i];
+        if (known(knownFlags, word)) {
+            out.flags.insert(word);
+            continue;
+        }
+        if (known(knownOptions, word) && i + 1 < argc) {
+            char* end = nullptr;
+            errno = 0;
+            const long long value = std::strtoll(argv[i + 1], &end, 0);
+            if (errno == 0 && end != argv[i + 1] && *end == '\0') {
+                out.values[word] = value;
+                ++i;
+                continue;
+            }
+            std::fprintf(stderr, "%s: %s needs an integer, got '%s'\n", argv[0], word.c_str(), argv[i + 1]);
+        } else {
+            std::fprintf(stderr, "%s: unknown or incomplete argument '%s'\n", argv[0], word.c_str());
+        }
+        std::fprintf(stderr, "usage: %s %s\n", argv[0], usage);
+        return false;
+    }
+    return true;
 }
 
 // Prints a step header; the numbers match the lesson README's walkthrough.

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# sanitize-lessons.sh BINARY... — runs every lesson under compute-sanitizer with
+# memcheck (--leak-check full), racecheck, initcheck and synccheck, then prints a
+# table lesson x tool with the error count. Exits non-zero on any error.
+# A lesson that exits 77 (hardware not here) is reported as SKIP.
+set -uo pipefail
+
+sanitizer=${COMPUTE_SANITIZER:-compute-sanitizer}
+command -v "$sanitizer" >/dev/null 2>&1 || [ -x "$sanitizer" ] || {
+    echo "compute-sanitizer not found (set COMPUTE_SANITIZER=/path/to/compute-sanitizer)" >&2
+    exit 1
+}
+tools=(memcheck racecheck initcheck synccheck)
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+failed=0
+rows=()
+
+for binary in "$@"; do
+    lesson=$(basename "$binary")
+    row=$(printf '%-24s' "$lesson")
+    for tool in "${tools[@]}"; do
+        extra=()
+        [ "$tool" = memcheck ] && extra=(--leak-check full)
+        printf '\n################ %s: %s ################\n' "$lesson" "$tool"
+        "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 "$binary" >"$log" 2>&1
+        code=$?
+        tail -n 5 "$log"
+        errors=$(sed -n 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$log" | tail -n 1)
+        if [ "$code" = 77 ]; then
+            cell=SKIP
+        elif [ -z "$errors" ]; then
+            cell="?(exit $code)"; failed=1
+        else
+            cell=$errors
+            { [ "$errors" != 0 ] || [ "$code" != 0 ]; } && failed=1
+            [ "$code" != 0 ] && [ "$errors" = 0 ] && cell="0(exit $code)"
+        fi
+        row+=$(printf ' %-10s' "$cell")
+    done
+    rows+=("$row")
+done
+
+printf '\n%-24s' "lesson"; printf ' %-10s' "${tools[@]}"; printf '\n'
+printf '%s\n' "--------------------------------------------------------------------"
+printf '%s\n' "${rows[@]}"
+exit $failed
