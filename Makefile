@@ -162,7 +162,7 @@ $(TEST_BIN): $(TEST_OBJS)
 
 # ---------------------------------------------------------------------------
 .DEFAULT_GOAL := all
-.PHONY: all lessons run test bench sanitize help clean
+.PHONY: all lessons run test bench sanitize compdb help clean
 all: lessons $(TEST_BIN) $(BUILD)/tools/driver-probe $(STUB_DRIVER) ## Build every lesson, the tests and the tools (default)
 
 lessons: $(LESSON_ALL) ## Build every lesson only
@@ -181,6 +181,10 @@ bench: $(LESSON_ALL) $(BUILD)/tools/driver-probe ## Run the lessons' benchmark m
 sanitize: $(LESSON_ALL) $(BUILD)/tools/driver-probe ## Run every lesson under compute-sanitizer (4 tools) and print a table
 	$(Q)$(BUILD)/tools/driver-probe
 	$(Q)common/tools/sanitize-lessons.sh $(LESSON_BINS)
+
+compdb: ## Write compile_commands.json for editors (needs bear)
+	@command -v bear >/dev/null 2>&1 || { echo "compdb needs bear (apt-get install bear)" >&2; exit 1; }
+	bear -- $(MAKE) -B all
 
 help: ## List the targets
 	@echo "Targets:"
