@@ -1,14 +1,17 @@
 #include "tests/harness.h"
 
 #include <catch2/catch_test_macros.hpp>
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <regex>
 #include <sstream>
 
 #include "common/course_util.h"
@@ -23,6 +26,18 @@ std::string buildDir() {
 std::string repoRoot() {
     const std::string build = buildDir();
     return build.substr(0, build.rfind('/'));
+}
+
+std::vector<std::string> lessonFolders() {
+    std::vector<std::string> folders;
+    if (DIR* dir = opendir(repoRoot().c_str())) {
+        const std::regex lessonName("[0-9][0-9]-[a-z0-9-]+");
+        while (const dirent* entry = readdir(dir))
+            if (std::regex_match(entry->d_name, lessonName)) folders.push_back(entry->d_name);
+        closedir(dir);
+    }
+    std::sort(folders.begin(), folders.end());
+    return folders;
 }
 
 std::string lessonBinary(const std::string& lesson, const std::string& program) {

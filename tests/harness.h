@@ -18,6 +18,8 @@ namespace harness {
 // build/ (the folder above this test binary's build/tests/), and the repository root above it.
 std::string buildDir();
 std::string repoRoot();
+// The lesson folders (NN-topic) in the repository, in order.
+std::vector<std::string> lessonFolders();
 // build/NN-topic/NN-topic, or build/NN-topic/NAME for a lesson's standalone program.
 std::string lessonBinary(const std::string& lesson, const std::string& program = "");
 // A folder with NVIDIA's stub libcuda.so as libcuda.so.1 (made by the Makefile):

@@ -3,8 +3,6 @@
 // program really prints on a GPU, up to the parts that truly vary.
 #include <catch2/catch_test_macros.hpp>
 
-#include <dirent.h>
-
 #include <algorithm>
 #include <fstream>
 #include <regex>
@@ -17,19 +15,6 @@
 using namespace harness;
 
 namespace {
-
-std::vector<std::string> lessonFolders() {
-    std::vector<std::string> folders;
-    if (DIR* dir = opendir(repoRoot().c_str())) {
-        while (const dirent* entry = readdir(dir)) {
-            const std::string name = entry->d_name;
-            if (std::regex_match(name, std::regex("[0-9][0-9]-[a-z0-9-]+"))) folders.push_back(name);
-        }
-        closedir(dir);
-    }
-    std::sort(folders.begin(), folders.end());
-    return folders;
-}
 
 std::string readText(const std::string& path) {
     std::ifstream in(path);
