@@ -113,6 +113,14 @@ RunResult runLesson(const std::string& lesson, const RunOptions& options, const 
     return run(lessonBinary(lesson, program), options);
 }
 
+RunResult runAgainstStub(const std::string& lesson, const std::vector<std::string>& args,
+                         const std::string& program) {
+    RunOptions options;
+    options.args = args;
+    options.setEnv["LD_LIBRARY_PATH"] = stubDriverDir();
+    return runLesson(lesson, options, program);
+}
+
 const course::DynamicDriver& driver() {
     static const course::DynamicDriver instance;
     return instance;

@@ -44,6 +44,11 @@ struct RunOptions {
 RunResult run(const std::string& program, const RunOptions& options = {});
 // Runs build/NN-topic/NN-topic (or a standalone program) with the options.
 RunResult runLesson(const std::string& lesson, const RunOptions& options = {}, const std::string& program = "");
+// Runs a lesson against NVIDIA's stub libcuda.so: the program loads on any machine and
+// every driver call fails with CUDA_ERROR_STUB_LIBRARY. Also how CPU tests reach the
+// argument parsing, which comes before cuInit.
+RunResult runAgainstStub(const std::string& lesson, const std::vector<std::string>& args = {},
+                         const std::string& program = "");
 
 // The driver, opened once per test process with dlopen (so the suite starts without one).
 const course::DynamicDriver& driver();

@@ -66,9 +66,7 @@ TEST_CASE("Lesson 01 reports the device's compute capability as the driver does"
 
 TEST_CASE("Lesson 01 against NVIDIA's stub libcuda fails at cuInit with a clear message and exit 1",
           "[cpu][lesson01][fault]") {
-    RunOptions options;
-    options.setEnv["LD_LIBRARY_PATH"] = stubDriverDir();
-    const RunResult r = runLesson(kLesson, options);
+    const RunResult r = runAgainstStub(kLesson);
     CHECK(r.exitCode == 1);
     CHECK(contains(r.err, "CUDA driver call failed: cuInit(0)"));
     CHECK(contains(r.err, "CUDA_ERROR_STUB_LIBRARY (code 34)"));

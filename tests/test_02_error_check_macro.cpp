@@ -40,9 +40,7 @@ TEST_CASE("Lesson 02's fail-fast form ends the program with exit 1 at the failin
 
 TEST_CASE("Lesson 02 against NVIDIA's stub libcuda reports each failure and exits 1 at cuInit",
           "[cpu][lesson02][fault]") {
-    RunOptions options;
-    options.setEnv["LD_LIBRARY_PATH"] = stubDriverDir();
-    const RunResult r = runLesson(kLesson, options);
+    const RunResult r = runAgainstStub(kLesson);
     CHECK(r.exitCode == 1);
     // The report-and-carry-on form printed the first failure, then the fail-fast cuInit ended it.
     CHECK(contains(r.err, "CUDA driver call failed: cuDeviceGetCount(&deviceCount)"));
@@ -52,10 +50,7 @@ TEST_CASE("Lesson 02 against NVIDIA's stub libcuda reports each failure and exit
 
 TEST_CASE("Lesson 02 rejects an unknown argument with a usage line and exit 2", "[cpu][lesson02]") {
     // Arguments are parsed before any driver call; the stub only lets the program load.
-    RunOptions options;
-    options.args = {"--bogus"};
-    options.setEnv["LD_LIBRARY_PATH"] = stubDriverDir();
-    const RunResult r = runLesson(kLesson, options);
+    const RunResult r = runAgainstStub(kLesson, {"--bogus"});
     CHECK(r.exitCode == 2);
     CHECK(contains(r.err, "usage:"));
 }

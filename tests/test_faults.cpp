@@ -81,10 +81,7 @@ TEST_CASE("Every lesson that takes --device rejects a malformed one with usage a
     for (const auto& lesson : lessonFolders()) {
         if (!takesDeviceOption(lesson)) continue;
         INFO(lesson);
-        RunOptions options;
-        options.args = {"--device", "first"};
-        options.setEnv["LD_LIBRARY_PATH"] = stubDriverDir();  // arguments are parsed before cuInit
-        const RunResult r = runLesson(lesson, options);
+        const RunResult r = runAgainstStub(lesson, {"--device", "first"});
         CHECK(r.exitCode == 2);
         CHECK(contains(r.err, "usage:"));
     }

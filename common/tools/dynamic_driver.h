@@ -80,6 +80,13 @@ public:
         return reinterpret_cast<Function>(function);
     }
 
+    // Looks up an exported symbol by its exact name ("cuMemAlloc_v2"). DRIVER_FUNCTION
+    // passes the name cuda.h's macros expand to, which is exactly the ABI cuda.h declares.
+    template <class Function>
+    Function exported(const char* exactSymbol) const {
+        return handle_ == nullptr ? nullptr : reinterpret_cast<Function>(dlsym(handle_, exactSymbol));
+    }
+
     // The driver's name for a code, or the header's fallback table.
     std::string nameOf(CUresult result) const {
         const char* name = nullptr;
@@ -107,8 +114,13 @@ private:
     int deviceCount_ = 0;
 };
 
-// Resolves a driver function through a DynamicDriver with the type cuda.h gives the
-// name: DRIVER_FUNCTION(driver, cuMemAlloc) has the type of cuMemAlloc_v2.
-#define DRIVER_FUNCTION(driver, name) (driver).get<decltype(&::name)>(#name)
+// Resolves a driver function with the ABI and type that cuda.h gives the name:
+// DRIVER_FUNCTION(driver, cuMemAlloc) is cuMemAlloc_v2. It looks up the *expanded*
+// name rather than asking cuGetProcAddress at CUDA_VERSION, because the two can
+// differ: CUDA 13's cuda.h still declares cuCtxSynchronize(void), while
+// cuGetProcAddress("cuCtxSynchronize", 13000) returns the new cuCtxSynchronize_v2(CUcontext).
+#define COURSE_STRINGIFY_EXPANDED(name) COURSE_STRINGIFY_LITERAL(name)
+#define COURSE_STRINGIFY_LITERAL(name) #name
+#define DRIVER_FUNCTION(driver, name) (driver).exported<decltype(&::name)>(COURSE_STRINGIFY_EXPANDED(name))
 
 }  // namespace course

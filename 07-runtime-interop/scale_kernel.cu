@@ -1,0 +1,24 @@
+// scale_kernel.cu — a kernel launched by the CUDA runtime (<<<>>>), for lesson 07.
+//
+// Nothing here knows about the driver API: the runtime launches into whatever
+// context is current on the calling thread, on whatever stream it is given.
+// main.cpp passes it driver-allocated memory and a CUstream.
+#include "scale_kernel.h"
+
+namespace {
+
+__global__ void scaleKernel(float* data, float factor, int count) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < count) data[i] *= factor;
+}
+
+}  // namespace
+
+cudaError_t launchScale(float* data, float factor, int count, cudaStream_t stream) {
+    constexpr int kThreads = 256;
+    const int blocks = (count + kThreads - 1) / kThreads;
+    scaleKernel<<<blocks, kThreads, 0, stream>>>(data, factor, count);
+    // A launch reports configuration errors here; faults inside the kernel come
+    // back from a later synchronising call.
+    return cudaGetLastError();
+}

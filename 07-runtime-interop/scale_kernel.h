@@ -1,0 +1,11 @@
+// scale_kernel.h — the runtime-API half of lesson 07, as main.cpp sees it.
+//
+// scale_kernel.cu is compiled by nvcc and launched with <<<>>>, the way runtime
+// code in a real application is; main.cpp is plain C++ and calls this wrapper.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+// Multiplies data[0..count) by factor on the given stream. Returns the launch's
+// error (cudaGetLastError); the kernel itself runs asynchronously.
+cudaError_t launchScale(float* data, float factor, int count, cudaStream_t stream);

@@ -1,0 +1,308 @@
+// Lesson 08 — driver entry points: one name, several ABIs.
+//
+// When a driver function gets a new signature, the old one stays, each under its own
+// exported name (cuCtxCreate, cuCtxCreate_v2, _v3, _v4). cuda.h picks one at compile time with
+// a #define; cuGetProcAddress picks one at run time for the CUDA version the caller
+// names, and the caller casts the answer to the PFN_<name>_v<version> typedef from
+// cudaTypedefs.h that describes the same version. This program asks for symbols at
+// several versions and names what came back, shows the status codes, the per-thread
+// default-stream variants, a function newer than the toolkit, and the runtime's way.
+//
+//   08-entry-points [--device N]
+// standalone/dlopen_driver.cpp uses the same technique in a program that does not
+// link libcuda at all.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "common/check_driver.h"
+#include "common/course_util.h"
+#include "common/cuda_compat.h"
+
+// The name cuda.h's #defines turn a plain name into, as text.
+#define COMPILED_NAME_TEXT(name) #name
+#define COMPILED_NAME(name) COMPILED_NAME_TEXT(name)
+
+namespace {
+
+const char* statusName(CUdriverProcAddressQueryResult status) {
+    switch (status) {
+        case CU_GET_PROC_ADDRESS_SUCCESS: return "CU_GET_PROC_ADDRESS_SUCCESS";
+        case CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND: return "CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND";
+        case CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT: return "CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT";
+        default: return "(unknown status)";
+    }
+}
+
+// One cuGetProcAddress answer: the call's result, the pointer, the symbol status.
+struct Lookup {
+    CUresult result = CUDA_SUCCESS;
+    void* function = nullptr;
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+};
+
+// Asks without judging: some of this lesson's requests fail on purpose, and
+// REPORT_DRIVER reports those on stderr and hands the code back.
+Lookup lookUp(const char* symbol, int cudaVersion, cuuint64_t flags) {
+    Lookup answer;
+    answer.result = REPORT_DRIVER(course::getProcAddress(symbol, &answer.function, cudaVersion, flags, &answer.status));
+    return answer;
+}
+
+// The exported name of libcuda.so.1 at this address: the base name, its _v2.._v4
+// versions, and their per-thread forms (_ptsz for stream functions, _ptds for the
+// synchronous ones). Empty when none matches.
+std::string exportedName(void* library, const std::string& base, void* function) {
+    for (const char* version : {"", "_v2", "_v3", "_v4"}) {
+        for (const char* perThread : {"", "_ptsz", "_ptds"}) {
+            const std::string name = base + version + perThread;
+            if (dlsym(library, name.c_str()) == function) return name;
+        }
+    }
+    return "";
+}
+
+// What a lookup gave, in words: the function's exported name, or why there is none.
+std::string describe(void* library, const std::string& base, const Lookup& answer) {
+    if (answer.result != CUDA_SUCCESS) return course::driverErrorName(answer.result);
+    if (answer.function == nullptr) return std::string("CUDA_SUCCESS, pointer NULL, ") + statusName(answer.status);
+    const std::string name = exportedName(library, base, answer.function);
+    if (!name.empty()) return name;
+    char address[32];
+    std::snprintf(address, sizeof(address), "%p", answer.function);
+    return std::string(address) + " (matches no exported name)";
+}
+
+// Resolves a function this program cannot do without, cast to the typedef that
+// describes the requested version. The typedef and the version must name the same ABI.
+template <class Function>
+Function resolve(const char* symbol, int cudaVersion) {
+    void* function = nullptr;
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+    CHECK_DRIVER(course::getProcAddress(symbol, &function, cudaVersion, CU_GET_PROC_ADDRESS_DEFAULT, &status));
+    if (function == nullptr) {
+        std::fprintf(stderr, "%s @ %d: no function (%s)\n", symbol, cudaVersion, statusName(status));
+        std::exit(EXIT_FAILURE);
+    }
+    return reinterpret_cast<Function>(function);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    course::Arguments args;
+    if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
+    const int ordinal = static_cast<int>(args.valueOr("--device", 0));
+
+    // Step 1: the versions that decide what a lookup may ask for. A request above the
+    // driver's own version cannot be answered (step 4).
+    course::printStep(1, "initialise the driver, read the versions");
+    CHECK_DRIVER(cuInit(0));
+    CUdevice device = 0;
+    CHECK_DRIVER(cuDeviceGet(&device, ordinal));
+    int driverVersion = 0;
+    CHECK_DRIVER(cuDriverGetVersion(&driverVersion));
+    std::printf("driver CUDA version: %s (cuDriverGetVersion = %d)\n", course::formatCudaVersion(driverVersion).c_str(),
+                driverVersion);
+    std::printf("compiled with cuda.h: %s (CUDA_VERSION = %d)\n", course::formatCudaVersion(CUDA_VERSION).c_str(),
+                CUDA_VERSION);
+    // This program linked libcuda.so.1, so it is loaded: RTLD_NOLOAD returns that same
+    // library (it loads nothing), and dlsym on it gives the addresses of its exports.
+    void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (library == nullptr) {
+        std::fprintf(stderr, "dlopen(\"libcuda.so.1\", RTLD_NOLOAD) failed: %s\n", dlerror());
+        return EXIT_FAILURE;
+    }
+
+    // Step 2: at compile time, cuda.h's #defines decide which export a plain name
+    // calls. Stringifying the name after expansion shows the choice.
+    course::printStep(2, "what cuda.h compiled");
+    std::printf("cuCtxCreate compiles as: %s\n", COMPILED_NAME(cuCtxCreate));
+    std::printf("cuStreamBeginCapture compiles as: %s\n", COMPILED_NAME(cuStreamBeginCapture));
+    std::printf("cuCtxSynchronize compiles as: %s\n", COMPILED_NAME(cuCtxSynchronize));
+    std::printf("cuGetProcAddress compiles as: %s\n", COMPILED_NAME(cuGetProcAddress));
+
+    // Step 3: at run time, ask for one name at several versions. Each answer is compared
+    // with dlsym of the exported versioned names, which names the ABI that came back.
+    course::printStep(3, "one name, several ABIs");
+    struct Family {
+        const char* symbol;
+        std::vector<int> versions;
+        int olderOfPair;  // two versions whose typedefs differ: they must give two functions
+        int newerOfPair;
+        bool checked;  // false: print what the driver does, do not judge it
+    };
+    const Family families[] = {
+        {"cuCtxCreate", {3020, 11040, 12050, 13000}, 11040, 12050, true},
+        {"cuStreamBeginCapture", {10000, 10010}, 10000, 10010, true},
+        {"cuCtxSynchronize", {2000, 13000}, 2000, 13000, false},
+    };
+    bool abisOk = true;
+    for (const Family& family : families) {
+        void* older = nullptr;
+        void* newer = nullptr;
+        for (const int version : family.versions) {
+            const Lookup answer = lookUp(family.symbol, version, CU_GET_PROC_ADDRESS_DEFAULT);
+            std::printf("%s @ %d: %s\n", family.symbol, version, describe(library, family.symbol, answer).c_str());
+            // Every version up to the driver's must give a function.
+            if (version <= driverVersion) abisOk = abisOk && answer.result == CUDA_SUCCESS && answer.function;
+            if (version == family.olderOfPair) older = answer.function;
+            if (version == family.newerOfPair) newer = answer.function;
+        }
+        if (family.newerOfPair > driverVersion) continue;  // this driver cannot answer the newer one
+        const bool different = older != nullptr && newer != nullptr && older != newer;
+        std::printf("%s @ %d and @ %d: %s\n", family.symbol, family.olderOfPair, family.newerOfPair,
+                    different ? "different functions" : "the same function");
+        if (family.checked) abisOk = abisOk && different;
+    }
+
+    // Step 4: the three ways a lookup gives no function. An unknown name and a name
+    // that exists only from a later version both return CUDA_SUCCESS with a NULL
+    // pointer; only the status tells them apart. A version above the driver's is an error.
+    course::printStep(4, "what the status says");
+    // The version this program's cuda.h describes, but never above what the driver can
+    // answer (a toolkit may be a minor release newer than the driver).
+    const int askVersion = std::min(CUDA_VERSION, driverVersion);
+    const Lookup unknown = lookUp("cuDoesNotExist", askVersion, CU_GET_PROC_ADDRESS_DEFAULT);
+    std::printf("cuDoesNotExist @ %d: %s\n", askVersion, describe(library, "cuDoesNotExist", unknown).c_str());
+    // cuDeviceGetExecAffinitySupport arrived in CUDA 11.4 (PFN_..._v11040).
+    const Lookup tooOld = lookUp("cuDeviceGetExecAffinitySupport", 11030, CU_GET_PROC_ADDRESS_DEFAULT);
+    std::printf("cuDeviceGetExecAffinitySupport @ 11030: %s\n",
+                describe(library, "cuDeviceGetExecAffinitySupport", tooOld).c_str());
+    const Lookup inTime = lookUp("cuDeviceGetExecAffinitySupport", 11040, CU_GET_PROC_ADDRESS_DEFAULT);
+    std::printf("cuDeviceGetExecAffinitySupport @ 11040: %s\n",
+                describe(library, "cuDeviceGetExecAffinitySupport", inTime).c_str());
+    const int aboveDriver = driverVersion + 10;  // the next minor release
+    const Lookup future = lookUp("cuMemAlloc", aboveDriver, CU_GET_PROC_ADDRESS_DEFAULT);
+    std::printf("cuMemAlloc @ %d (above the driver's %d): %s\n", aboveDriver, driverVersion,
+                describe(library, "cuMemAlloc", future).c_str());
+    // The 11.x shim can only say "not found"; the CUDA 12 status tells the two apart.
+    const CUdriverProcAddressQueryResult expectedTooOld =
+        CUDA_VERSION >= 12000 ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    const bool statusesOk = unknown.result == CUDA_SUCCESS && unknown.function == nullptr &&
+                            unknown.status == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND && tooOld.result == CUDA_SUCCESS &&
+                            tooOld.function == nullptr && tooOld.status == expectedTooOld &&
+                            inTime.result == CUDA_SUCCESS && inTime.function != nullptr;
+
+    // Step 5: functions that take a stream have a second export, _ptsz, in which stream
+    // 0 means this thread's own default stream (CU_STREAM_PER_THREAD) instead of the
+    // legacy NULL stream that synchronises with every blocking stream of the context.
+    // The flag chooses which one a lookup returns; functions without one fall back.
+    course::printStep(5, "per-thread default stream variants");
+    const Lookup copyLegacy = lookUp("cuMemcpyAsync", askVersion, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+    const Lookup copyPerThread = lookUp("cuMemcpyAsync", askVersion, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+    const Lookup allocLegacy = lookUp("cuMemAlloc", askVersion, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+    const Lookup allocPerThread = lookUp("cuMemAlloc", askVersion, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+    std::printf("cuMemcpyAsync, LEGACY_STREAM: %s\n", describe(library, "cuMemcpyAsync", copyLegacy).c_str());
+    std::printf("cuMemcpyAsync, PER_THREAD_DEFAULT_STREAM: %s\n",
+                describe(library, "cuMemcpyAsync", copyPerThread).c_str());
+    std::printf("cuMemAlloc, PER_THREAD_DEFAULT_STREAM: %s (%s)\n",
+                describe(library, "cuMemAlloc", allocPerThread).c_str(),
+                allocPerThread.function == allocLegacy.function ? "same as LEGACY_STREAM: no per-thread variant"
+                                                                : "differs from LEGACY_STREAM");
+    const bool perThreadOk = copyLegacy.function != nullptr && copyPerThread.function != nullptr &&
+                             copyLegacy.function != copyPerThread.function && allocLegacy.function != nullptr &&
+                             allocPerThread.function == allocLegacy.function;
+
+    // Step 6: call through resolved pointers. Each typedef names the version it
+    // describes; asking for that same version keeps the call right on every driver,
+    // whatever later versions of the function appear. (3020 is CUDA 3.2, where the
+    // 64-bit CUdeviceptr forms arrived.)
+    course::printStep(6, "call through resolved pointers");
+    const auto ctxCreate = resolve<PFN_cuCtxCreate_v3020>("cuCtxCreate", 3020);
+    const auto ctxDestroy = resolve<PFN_cuCtxDestroy_v4000>("cuCtxDestroy", 4000);
+    const auto memAlloc = resolve<PFN_cuMemAlloc_v3020>("cuMemAlloc", 3020);
+    const auto memsetD32 = resolve<PFN_cuMemsetD32_v3020>("cuMemsetD32", 3020);
+    const auto memcpyDtoH = resolve<PFN_cuMemcpyDtoH_v3020>("cuMemcpyDtoH", 3020);
+    const auto memFree = resolve<PFN_cuMemFree_v3020>("cuMemFree", 3020);
+    Lookup resolvedAlloc;
+    resolvedAlloc.function = reinterpret_cast<void*>(memAlloc);
+    std::printf("cuMemAlloc @ 3020, called as PFN_cuMemAlloc_v3020: %s\n",
+                describe(library, "cuMemAlloc", resolvedAlloc).c_str());
+
+    CUcontext context = nullptr;
+    CHECK_DRIVER(ctxCreate(&context, 0, device));  // the 3-argument form: (ctx, flags, dev)
+    constexpr unsigned int kCount = 1024;
+    constexpr unsigned int kPattern = 0xC0FFEEu;
+    CUdeviceptr buffer = 0;
+    CHECK_DRIVER(memAlloc(&buffer, kCount * sizeof(unsigned int)));
+    CHECK_DRIVER(memsetD32(buffer, kPattern, kCount));
+    std::vector<unsigned int> host(kCount, 0);
+    CHECK_DRIVER(memcpyDtoH(host.data(), buffer, kCount * sizeof(unsigned int)));
+    CHECK_DRIVER(memFree(buffer));
+    unsigned int matching = 0;
+    for (const unsigned int value : host) matching += value == kPattern ? 1 : 0;
+    std::printf("round trip through resolved pointers: %u of %u correct\n", matching, kCount);
+
+    // Step 7: a driver newer than the toolkit. cuStreamGetDevice arrived in CUDA 12.8;
+    // a program built with an older toolkit has neither its declaration nor its typedef,
+    // so it writes the typedef from the documentation, with the version it describes.
+    // First it asks at the driver's own version whether the driver has the name at all,
+    // then it resolves the ABI its typedef describes, and calls only if found.
+    course::printStep(7, "a function newer than the toolkit");
+    using StreamGetDeviceV12080 = CUresult(CUDAAPI*)(CUstream, CUdevice*);
+    const Lookup probe = lookUp("cuStreamGetDevice", driverVersion, CU_GET_PROC_ADDRESS_DEFAULT);
+    bool newerFunctionOk = true;
+    if (probe.result != CUDA_SUCCESS || probe.function == nullptr) {
+        std::printf(
+            "cuStreamGetDevice: not in this driver (%s, %s); update the driver to use it, the program "
+            "carries on without it\n",
+            course::formatCudaVersion(driverVersion).c_str(), statusName(probe.status));
+    } else {
+        const auto streamGetDevice = resolve<StreamGetDeviceV12080>("cuStreamGetDevice", 12080);
+        CUstream stream = nullptr;
+        CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+        CUdevice streamDevice = -1;
+        CHECK_DRIVER(streamGetDevice(stream, &streamDevice));
+        CHECK_DRIVER(cuStreamDestroy(stream));
+        newerFunctionOk = streamDevice == device;
+        std::printf("cuStreamGetDevice: found in driver %s; called through a hand-written typedef: device %d (%s)\n",
+                    course::formatCudaVersion(driverVersion).c_str(), static_cast<int>(streamDevice),
+                    newerFunctionOk ? "the stream's device" : "WRONG");
+    }
+
+    // Step 8: the runtime has its own front door to the same table. Since 12.5 it takes
+    // a version like cuGetProcAddress; before, it could only use the runtime's own.
+    course::printStep(8, "the runtime's way");
+    void* runtimeMemAlloc = nullptr;
+#if CUDART_VERSION >= 12050
+    const char* runtimeCall = "cudaGetDriverEntryPointByVersion(\"cuMemAlloc\", 3020)";
+    const cudaError_t runtimeResult =
+        cudaGetDriverEntryPointByVersion("cuMemAlloc", &runtimeMemAlloc, 3020, cudaEnableDefault);
+#else
+    // Older toolkits: the ABI is the one of the runtime's own version (CUDART_VERSION).
+    // cudaGetDriverEntryPoint is deprecated from CUDA 13.0, where this branch is not compiled.
+    const char* runtimeCall = "cudaGetDriverEntryPoint(\"cuMemAlloc\")";
+    const cudaError_t runtimeResult = cudaGetDriverEntryPoint("cuMemAlloc", &runtimeMemAlloc, cudaEnableDefault);
+#endif
+    if (runtimeResult != cudaSuccess) {
+        std::printf("%s: %s\n", runtimeCall, cudaGetErrorName(runtimeResult));
+    } else if (runtimeMemAlloc == nullptr) {
+        std::printf("%s: cudaSuccess, pointer NULL\n", runtimeCall);
+    } else {
+        Lookup runtimeAnswer;
+        runtimeAnswer.function = runtimeMemAlloc;
+        std::printf("%s: %s\n", runtimeCall, describe(library, "cuMemAlloc", runtimeAnswer).c_str());
+    }
+    const bool sameAsDriver = runtimeMemAlloc == reinterpret_cast<void*>(memAlloc);
+    std::printf("same function as cuGetProcAddress(\"cuMemAlloc\", 3020): %s\n", sameAsDriver ? "yes" : "no");
+    const bool runtimeOk = runtimeResult == cudaSuccess && runtimeMemAlloc != nullptr;
+
+    // Step 9: release in reverse order, the context through the resolved pointer.
+    course::printStep(9, "release");
+    CHECK_DRIVER(ctxDestroy(context));
+    dlclose(library);
+    std::printf("context destroyed, library handle closed\n");
+
+    course::printStep(10, "check");
+    const bool pass = abisOk && statusesOk && perThreadOk && matching == kCount && newerFunctionOk && runtimeOk;
+    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
+    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+}

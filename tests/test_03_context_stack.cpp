@@ -1,0 +1,362 @@
+#include <catch2/catch_test_macros.hpp>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/context_flags.h"
+#include "tests/harness.h"
+
+using namespace harness;
+
+namespace {
+
+const std::string kLesson = "03-context-stack";
+constexpr size_t kMiB = 1024 * 1024;
+constexpr long long kTolerance = 32 * kMiB;  // the lesson's slack for the driver's own rounding
+
+// cuCtxCreate through the dlopen'ed driver, split by version as common/cuda_compat.h does:
+// CUDA 13 resolves the name to cuCtxCreate_v4, which takes a CUctxCreateParams* second.
+CUresult createContext(CUcontext* context, unsigned int flags, CUdevice device) {
+    auto create = DRIVER_FUNCTION(driver(), cuCtxCreate);
+    if (create == nullptr) return CUDA_ERROR_NOT_FOUND;
+#if CUDA_VERSION >= 13000
+    return create(context, nullptr, flags, device);
+#else
+    return create(context, flags, device);
+#endif
+}
+
+// Destroys a context when the test ends, also when a REQUIRE stops it early.
+struct OwnedContext {
+    CUcontext handle = nullptr;
+    OwnedContext() = default;
+    OwnedContext(const OwnedContext&) = delete;
+    OwnedContext& operator=(const OwnedContext&) = delete;
+    ~OwnedContext() {
+        if (handle != nullptr) DRIVER_FUNCTION(driver(), cuCtxDestroy)(handle);
+    }
+};
+
+CUcontext currentContext() {
+    CUcontext current = nullptr;
+    DRIVER_FUNCTION(driver(), cuCtxGetCurrent)(&current);
+    return current;
+}
+
+long long freeMemory() {
+    size_t freeBytes = 0;
+    size_t totalBytes = 0;
+    if (DRIVER_FUNCTION(driver(), cuMemGetInfo)(&freeBytes, &totalBytes) != CUDA_SUCCESS) return -1;
+    return static_cast<long long>(freeBytes);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// The lesson's output.
+
+TEST_CASE("Lesson 03 prints the stack after every step in push and pop order", "[gpu][lesson03]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    CHECK(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    CHECK_FALSE(contains(r.out, "MISMATCH"));
+
+    const std::vector<std::string> expected = {
+        "(empty)",                                                     // step 1
+        "ctxA",           "ctxB ctxA",                                 // step 2: each creation pushes
+        "ctxA",           "ctxB ctxA", "ctxA ctxB ctxA", "ctxB ctxA",  // step 4
+        "ctxA ctxB ctxA", "ctxB ctxA", "ctxA ctxB ctxA", "ctxB ctxA",  // step 5
+        "ctxA",           "ctxB ctxA",                                 // step 6
+        "ctxA",                                                        // step 7: destroying ctxB popped it
+        "(empty)",                                                     // step 8
+        "(empty)",        "ctxA",                                      // step 9
+        "(empty)",                                                     // step 10
+    };
+    const auto stacks = valuesOf(r.out, "stack (top first)");
+    CHECK(stacks == expected);
+
+    // Each "current context" line is what the driver said; it must be the top of the stack.
+    const auto currents = valuesOf(r.out, "current context");
+    REQUIRE(currents.size() == stacks.size());
+    for (size_t i = 0; i < stacks.size(); ++i) {
+        INFO("after stack line " << i + 1 << ": " << stacks[i]);
+        const std::string top = stacks[i] == "(empty)" ? "none" : stacks[i].substr(0, stacks[i].find(' '));
+        CHECK(currents[i] == top);
+    }
+}
+
+TEST_CASE("Lesson 03 measures that destroying the current context leaves the one below current", "[gpu][lesson03]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    CHECK(r.exitCode == 0);
+    CHECK(valueOf(r.out, "current context after destroying ctxB") == "ctxA");
+}
+
+TEST_CASE("Lesson 03 reads back the flags and device a context was created with", "[gpu][lesson03]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    CHECK(r.exitCode == 0);
+    CHECK(valueOf(r.out, "ctxB scheduling") == "CU_CTX_SCHED_BLOCKING_SYNC");
+    CHECK(valueOf(r.out, "ctxB device") == "0");
+    const auto apiVersion = valueOf(r.out, "ctxA API version");
+    REQUIRE(apiVersion);
+    CHECK(std::stoi(*apiVersion) >= 3020);
+    CHECK(valueOf(r.out, "ctxB API version") == apiVersion);
+}
+
+TEST_CASE("Lesson 03 shows the provoked CUDA_ERROR_INVALID_CONTEXT with the check macro's report", "[gpu][lesson03]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    CHECK(r.exitCode == 0);
+    CHECK(valueOf(r.out, "cuCtxSynchronize with an empty stack") == "CUDA_ERROR_INVALID_CONTEXT");
+    CHECK(contains(r.err, "CUDA driver call failed: cuCtxSynchronize()"));
+    CHECK(contains(r.err, "CUDA_ERROR_INVALID_CONTEXT (code 201)"));
+    CHECK(contains(r.err, "03-context-stack/main.cpp:"));
+    CHECK(contains(r.err, "hint:"));
+}
+
+TEST_CASE("Lesson 03's new thread starts with no current context and can use a floating one", "[gpu][lesson03]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    CHECK(r.exitCode == 0);
+    CHECK(valueOf(r.out, "new thread current context") == "none");
+    CHECK(valueOf(r.out, "worker current context after cuCtxPushCurrent(ctxA)") == "ctxA");
+    CHECK(valueOf(r.out, "work in ctxA on the worker thread") == "ok");
+    CHECK(valueOf(r.out, "worker current context after cuCtxPopCurrent") == "none");
+}
+
+TEST_CASE("Lesson 03 shows cuCtxSynchronize waiting for the current context's work only", "[gpu][lesson03]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    CHECK(r.exitCode == 0);
+    CHECK(valueOf(r.out, "ctxA's stream after cuCtxSynchronize in ctxB") == "CUDA_ERROR_NOT_READY");
+    CHECK(valueOf(r.out, "ctxA's stream after cuCtxSynchronize in ctxA") == "CUDA_SUCCESS");
+    CHECK(valueOf(r.out, "gate opened by the main thread before its timeout") == "yes");
+    CHECK(valueOf(r.out, "ctxA's buffer") == "filled by the memset");
+}
+
+TEST_CASE("Lesson 03 shows memory surviving a pop and freed by cuMemFree", "[gpu][lesson03]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    CHECK(r.exitCode == 0);
+    CHECK(valueOf(r.out, "memory after pop") == "still allocated");
+    CHECK(valueOf(r.out, "memory after cuMemFree") == "freed");
+    CHECK_FALSE(valueOf(r.out, "memory after destroy"));
+}
+
+TEST_CASE("Lesson 03 with --free-by-destroy shows memory surviving a pop and freed by destroy", "[gpu][lesson03]") {
+    requireGpu();
+    RunOptions options;
+    options.args = {"--free-by-destroy"};
+    const RunResult r = runLesson(kLesson, options);
+    CHECK(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    CHECK(valueOf(r.out, "memory after pop") == "still allocated");
+    CHECK(valueOf(r.out, "memory after destroy") == "freed");
+    CHECK_FALSE(valueOf(r.out, "memory after cuMemFree"));
+}
+
+TEST_CASE("Lesson 03 rejects an unknown argument with a usage line and exit 2", "[cpu][lesson03]") {
+    // Arguments are parsed before any driver call; the stub only lets the program load.
+    const std::vector<std::vector<std::string>> badCommandLines = {{"--bogus"}, {"--device"}, {"--device", "zero"}};
+    for (const auto& args : badCommandLines) {
+        const RunResult r = runAgainstStub(kLesson, args);
+        INFO(args.front() << (args.size() > 1 ? " " + args.back() : ""));
+        CHECK(r.exitCode == 2);
+        CHECK(contains(r.err, "usage:"));
+        CHECK(contains(r.err, "--free-by-destroy"));
+    }
+}
+
+TEST_CASE("Context flags decode into the scheduling policy and the named bits", "[cpu][lesson03]") {
+    CHECK(course::describeContextFlags(0) == "CU_CTX_SCHED_AUTO");
+    CHECK(course::describeContextFlags(CU_CTX_SCHED_BLOCKING_SYNC) == "CU_CTX_SCHED_BLOCKING_SYNC");
+    CHECK(course::describeContextFlags(CU_CTX_SCHED_SPIN | CU_CTX_LMEM_RESIZE_TO_MAX) ==
+          "CU_CTX_SCHED_SPIN | CU_CTX_LMEM_RESIZE_TO_MAX");
+    CHECK(course::describeContextFlags(CU_CTX_SCHED_YIELD | CU_CTX_MAP_HOST) == "CU_CTX_SCHED_YIELD | CU_CTX_MAP_HOST");
+    CHECK(course::describeContextFlags(0x100) == "CU_CTX_SCHED_AUTO | 0x100");
+    CHECK(std::string(course::schedulingPolicyName(CU_CTX_SCHED_MASK)) == "(invalid scheduling bits)");
+    // CU_CTX_BLOCKING_SYNC is the deprecated spelling of the same bit.
+    CHECK(std::string(course::schedulingPolicyName(CU_CTX_BLOCKING_SYNC)) == "CU_CTX_SCHED_BLOCKING_SYNC");
+}
+
+// ---------------------------------------------------------------------------
+// The same driver behaviour, checked directly.
+
+TEST_CASE("The driver keeps contexts on a per-thread stack: push and pop are last in, first out", "[gpu][lesson03]") {
+    requireGpu();
+    const course::DynamicDriver& drv = driver();
+    auto deviceGet = DRIVER_FUNCTION(drv, cuDeviceGet);
+    auto push = DRIVER_FUNCTION(drv, cuCtxPushCurrent);
+    auto pop = DRIVER_FUNCTION(drv, cuCtxPopCurrent);
+    auto destroy = DRIVER_FUNCTION(drv, cuCtxDestroy);
+    REQUIRE(deviceGet);
+    REQUIRE(push);
+    REQUIRE(pop);
+    REQUIRE(destroy);
+    CUdevice device = 0;
+    REQUIRE(deviceGet(&device, 0) == CUDA_SUCCESS);
+    const CUcontext before = currentContext();  // whatever this test thread had, stays below
+
+    OwnedContext a;
+    OwnedContext b;
+    REQUIRE(createContext(&a.handle, 0, device) == CUDA_SUCCESS);
+    CHECK(currentContext() == a.handle);
+    REQUIRE(createContext(&b.handle, 0, device) == CUDA_SUCCESS);
+    CHECK(currentContext() == b.handle);
+
+    CUcontext popped = nullptr;
+    REQUIRE(pop(&popped) == CUDA_SUCCESS);
+    CHECK(popped == b.handle);
+    CHECK(currentContext() == a.handle);
+    REQUIRE(push(b.handle) == CUDA_SUCCESS);
+    REQUIRE(push(a.handle) == CUDA_SUCCESS);  // a context may be on the stack twice
+    CHECK(currentContext() == a.handle);
+    REQUIRE(pop(&popped) == CUDA_SUCCESS);
+    CHECK(popped == a.handle);
+    CHECK(currentContext() == b.handle);
+
+    // Destroying the current context pops it, uncovering the one below.
+    REQUIRE(destroy(b.handle) == CUDA_SUCCESS);
+    b.handle = nullptr;
+    CHECK(currentContext() == a.handle);
+    REQUIRE(pop(&popped) == CUDA_SUCCESS);
+    CHECK(popped == a.handle);
+    CHECK(currentContext() == before);
+}
+
+TEST_CASE("On a thread with no current context a context-bound call fails with CUDA_ERROR_INVALID_CONTEXT",
+          "[gpu][lesson03]") {
+    requireGpu();
+    const course::DynamicDriver& drv = driver();
+    auto synchronize = DRIVER_FUNCTION(drv, cuCtxSynchronize);
+    auto memAlloc = DRIVER_FUNCTION(drv, cuMemAlloc);
+    REQUIRE(synchronize);
+    REQUIRE(memAlloc);
+    // A new thread: nothing this test process did on other threads is current here.
+    CUcontext atStart = reinterpret_cast<CUcontext>(1);
+    CUresult synchronizeResult = CUDA_SUCCESS;
+    CUresult allocResult = CUDA_SUCCESS;
+    std::thread([&] {
+        atStart = currentContext();
+        synchronizeResult = synchronize();
+        CUdeviceptr pointer = 0;
+        allocResult = memAlloc(&pointer, 1024);
+    }).join();
+    CHECK(atStart == nullptr);
+    CHECK(synchronizeResult == CUDA_ERROR_INVALID_CONTEXT);
+    CHECK(allocResult == CUDA_ERROR_INVALID_CONTEXT);
+}
+
+TEST_CASE("Memory allocated in a context survives a pop and is freed when the context is destroyed",
+          "[gpu][lesson03]") {
+    requireGpu();
+    const course::DynamicDriver& drv = driver();
+    auto deviceGet = DRIVER_FUNCTION(drv, cuDeviceGet);
+    auto memAlloc = DRIVER_FUNCTION(drv, cuMemAlloc);
+    auto push = DRIVER_FUNCTION(drv, cuCtxPushCurrent);
+    auto pop = DRIVER_FUNCTION(drv, cuCtxPopCurrent);
+    auto destroy = DRIVER_FUNCTION(drv, cuCtxDestroy);
+    REQUIRE(deviceGet);
+    REQUIRE(memAlloc);
+    CUdevice device = 0;
+    REQUIRE(deviceGet(&device, 0) == CUDA_SUCCESS);
+
+    OwnedContext a;  // current while b is popped, to ask cuMemGetInfo
+    OwnedContext b;
+    REQUIRE(createContext(&a.handle, 0, device) == CUDA_SUCCESS);
+    REQUIRE(createContext(&b.handle, 0, device) == CUDA_SUCCESS);
+    const long long freeBefore = freeMemory();
+    CUdeviceptr allocation = 0;
+    constexpr size_t kBytes = 256 * kMiB;
+    REQUIRE(memAlloc(&allocation, kBytes) == CUDA_SUCCESS);
+    CUcontext popped = nullptr;
+    REQUIRE(pop(&popped) == CUDA_SUCCESS);
+    const long long freeAfterPop = freeMemory();
+    CHECK(freeBefore - freeAfterPop >= static_cast<long long>(kBytes) - kTolerance);
+
+    REQUIRE(push(b.handle) == CUDA_SUCCESS);
+    REQUIRE(destroy(b.handle) == CUDA_SUCCESS);  // frees the allocation with the context
+    b.handle = nullptr;
+    const long long freeAfterDestroy = freeMemory();
+    CHECK(freeAfterDestroy + kTolerance >= freeBefore);
+    REQUIRE(pop(&popped) == CUDA_SUCCESS);
+    CHECK(popped == a.handle);
+}
+
+TEST_CASE("A context popped on one thread can be pushed and used on another", "[gpu][lesson03]") {
+    requireGpu();
+    const course::DynamicDriver& drv = driver();
+    auto deviceGet = DRIVER_FUNCTION(drv, cuDeviceGet);
+    auto push = DRIVER_FUNCTION(drv, cuCtxPushCurrent);
+    auto pop = DRIVER_FUNCTION(drv, cuCtxPopCurrent);
+    auto memAlloc = DRIVER_FUNCTION(drv, cuMemAlloc);
+    auto memFree = DRIVER_FUNCTION(drv, cuMemFree);
+    auto memset = DRIVER_FUNCTION(drv, cuMemsetD32);
+    auto copyBack = DRIVER_FUNCTION(drv, cuMemcpyDtoH);
+    REQUIRE(deviceGet);
+    REQUIRE(memset);
+    REQUIRE(copyBack);
+    CUdevice device = 0;
+    REQUIRE(deviceGet(&device, 0) == CUDA_SUCCESS);
+
+    OwnedContext floating;
+    REQUIRE(createContext(&floating.handle, 0, device) == CUDA_SUCCESS);
+    CUcontext popped = nullptr;
+    REQUIRE(pop(&popped) == CUDA_SUCCESS);  // now current on no thread
+
+    // Catch2 assertions stay on this thread; the worker only records what it saw.
+    CUcontext workerAtStart = reinterpret_cast<CUcontext>(1);
+    CUcontext workerAfterPush = nullptr;
+    CUcontext workerAfterPop = reinterpret_cast<CUcontext>(1);
+    CUresult pushResult = CUDA_ERROR_UNKNOWN;
+    CUresult workResult = CUDA_ERROR_UNKNOWN;
+    unsigned int readBack = 0;
+    std::thread([&] {
+        workerAtStart = currentContext();
+        pushResult = push(floating.handle);
+        if (pushResult != CUDA_SUCCESS) return;
+        workerAfterPush = currentContext();
+        CUdeviceptr word = 0;
+        workResult = memAlloc(&word, sizeof(unsigned int));
+        if (workResult == CUDA_SUCCESS) {
+            workResult = memset(word, 0xC0FFEEu, 1);
+            if (workResult == CUDA_SUCCESS) workResult = copyBack(&readBack, word, sizeof(readBack));
+            memFree(word);
+        }
+        CUcontext workerPopped = nullptr;
+        pop(&workerPopped);
+        workerAfterPop = currentContext();
+    }).join();
+
+    CHECK(workerAtStart == nullptr);
+    CHECK(pushResult == CUDA_SUCCESS);
+    CHECK(workerAfterPush == floating.handle);
+    CHECK(workResult == CUDA_SUCCESS);
+    CHECK(readBack == 0xC0FFEEu);
+    CHECK(workerAfterPop == nullptr);
+}
+
+TEST_CASE("cuCtxGetFlags reports the scheduling policy a context was created with", "[gpu][lesson03]") {
+    requireGpu();
+    const course::DynamicDriver& drv = driver();
+    auto deviceGet = DRIVER_FUNCTION(drv, cuDeviceGet);
+    auto getFlags = DRIVER_FUNCTION(drv, cuCtxGetFlags);
+    auto pop = DRIVER_FUNCTION(drv, cuCtxPopCurrent);
+    REQUIRE(deviceGet);
+    REQUIRE(getFlags);
+    CUdevice device = 0;
+    REQUIRE(deviceGet(&device, 0) == CUDA_SUCCESS);
+    for (const unsigned int policy : {CU_CTX_SCHED_SPIN, CU_CTX_SCHED_YIELD, CU_CTX_SCHED_BLOCKING_SYNC}) {
+        INFO(course::schedulingPolicyName(policy));
+        OwnedContext context;
+        REQUIRE(createContext(&context.handle, policy, device) == CUDA_SUCCESS);
+        unsigned int flags = 0;
+        CHECK(getFlags(&flags) == CUDA_SUCCESS);
+        CHECK((flags & CU_CTX_SCHED_MASK) == policy);
+        CUcontext popped = nullptr;
+        CHECK(pop(&popped) == CUDA_SUCCESS);
+    }
+}

@@ -1,0 +1,268 @@
+#include <catch2/catch_test_macros.hpp>
+
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/harness.h"
+
+using namespace harness;
+
+namespace {
+
+const std::string kLesson = "04-primary-context";
+
+bool startsWith(const std::optional<std::string>& value, const std::string& prefix) {
+    return value && value->rfind(prefix, 0) == 0;
+}
+
+// The primary context's state as the driver reports it.
+struct PrimaryState {
+    unsigned int flags = 0;
+    int active = -1;
+};
+
+PrimaryState primaryState(CUdevice device) {
+    PrimaryState state;
+    DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxGetState)(device, &state.flags, &state.active);
+    return state;
+}
+
+CUcontext currentContext() {
+    CUcontext current = nullptr;
+    DRIVER_FUNCTION(driver(), cuCtxGetCurrent)(&current);
+    return current;
+}
+
+CUdevice firstDevice() {
+    CUdevice device = 0;
+    DRIVER_FUNCTION(driver(), cuDeviceGet)(&device, 0);
+    return device;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// The lesson's output.
+
+TEST_CASE("Lesson 04 gets the same primary context from two retains and from two threads", "[gpu][lesson04]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    CHECK(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    CHECK(valueOf(r.out, "second retain") == "same handle");
+    for (const std::string thread : {"thread 1", "thread 2"}) {
+        INFO(thread);
+        CHECK(valueOf(r.out, thread + " current context at start") == "none");
+        CHECK(startsWith(valueOf(r.out, thread + " handle"), "same as the main thread's"));
+        CHECK(valueOf(r.out, thread + " current context while using it") == "primary");
+    }
+}
+
+TEST_CASE("Lesson 04's primary context goes from inactive to active and back as it is retained and released",
+          "[gpu][lesson04]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    CHECK(r.exitCode == 0);
+    CHECK(valueOf(r.out, "active at start") == "0");
+    CHECK(valueOf(r.out, "active after cuDevicePrimaryCtxSetFlags") == "0");
+    CHECK(valueOf(r.out, "active after retain") == "1");
+    CHECK(valueOf(r.out, "active after second retain") == "1");
+    CHECK(valueOf(r.out, "active after one release") == "1");
+    CHECK(valueOf(r.out, "active after the threads released") == "1");
+    CHECK(valueOf(r.out, "active after final release") == "0");
+    CHECK(valueOf(r.out, "active after the timing runs") == "0");
+    CHECK(valueOf(r.out, "active at the end") == "0");
+}
+
+TEST_CASE("Lesson 04 shows that retaining leaves the current context unchanged", "[gpu][lesson04]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    CHECK(r.exitCode == 0);
+    CHECK(valueOf(r.out, "current context before retain") == "none");
+    CHECK(valueOf(r.out, "current context after retain") == "none");
+    CHECK(valueOf(r.out, "current context after cuCtxSetCurrent") == "primary");
+    CHECK(valueOf(r.out, "current context at the end") == "none");
+}
+
+TEST_CASE("Lesson 04's primary context starts with the flags set before activation", "[gpu][lesson04]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    CHECK(r.exitCode == 0);
+    CHECK(startsWith(valueOf(r.out, "flags after cuDevicePrimaryCtxSetFlags"), "0x4 (CU_CTX_SCHED_BLOCKING_SYNC"));
+    CHECK(startsWith(valueOf(r.out, "flags after retain"), "0x4 (CU_CTX_SCHED_BLOCKING_SYNC"));
+    CHECK(contains(valueOf(r.out, "cuCtxGetFlags in the primary context").value_or(""), "CU_CTX_SCHED_BLOCKING_SYNC"));
+}
+
+TEST_CASE("Lesson 04 resets the primary context and may still release it afterwards", "[gpu][lesson04]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    CHECK(r.exitCode == 0);
+    CHECK(valueOf(r.out, "active before reset") == "1");
+    CHECK(valueOf(r.out, "active after reset") == "0");
+    CHECK(valueOf(r.out, "cuDevicePrimaryCtxRelease after reset") == "CUDA_SUCCESS");
+}
+
+TEST_CASE("Lesson 04 prints its three timings and walks every device", "[gpu][lesson04]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    CHECK(r.exitCode == 0);
+    // Timings vary from run to run: only their presence and unit are checked.
+    for (const std::string label : {"cuCtxCreate + cuCtxDestroy", "retain + release, cold (activates and tears down)",
+                                    "retain + release, warm (already active)"}) {
+        INFO(label);
+        const auto value = valueOf(r.out, label);
+        REQUIRE(value);
+        CHECK(value->size() > 3);
+        CHECK(value->substr(value->size() - 3) == " us");
+    }
+    const int count = driver().deviceCount();
+    CHECK(valueOf(r.out, "device count") == std::to_string(count));
+    for (int d = 0; d < count; ++d) {
+        INFO("device " << d);
+        CHECK(contains(valueOf(r.out, "device " + std::to_string(d) + " primary context").value_or(""),
+                       "active while retained: 1"));
+    }
+    if (count == 1) {
+        CHECK(contains(r.out, "one device on this machine"));
+    } else {
+        CHECK(valueOf(r.out, "primary contexts of different devices") == "all distinct");
+    }
+}
+
+TEST_CASE("Lesson 04 --bench prints bench lines for make bench", "[gpu][lesson04]") {
+    requireGpu();
+    RunOptions options;
+    options.args = {"--bench"};
+    const RunResult r = runLesson(kLesson, options);
+    CHECK(r.exitCode == 0);
+    CHECK(valueOf(r.out, "runs per measurement") == "50 (median)");
+    CHECK(contains(r.out, "bench: cuCtxCreate+cuCtxDestroy = "));
+    CHECK(contains(r.out, "bench: primary retain+release cold = "));
+    CHECK(contains(r.out, "bench: primary retain+release warm = "));
+}
+
+TEST_CASE("Lesson 04 rejects an unknown argument with a usage line and exit 2", "[cpu][lesson04]") {
+    // Arguments are parsed before any driver call; the stub only lets the program load.
+    const std::vector<std::vector<std::string>> badCommandLines = {{"--bogus"}, {"--device"}, {"--device", "one"}};
+    for (const auto& args : badCommandLines) {
+        const RunResult r = runAgainstStub(kLesson, args);
+        INFO(args.front() << (args.size() > 1 ? " " + args.back() : ""));
+        CHECK(r.exitCode == 2);
+        CHECK(contains(r.err, "usage:"));
+        CHECK(contains(r.err, "--bench"));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The same driver behaviour, checked directly. Other tests in this process may hold
+// the primary context too, so states are compared with what they were before.
+
+TEST_CASE("Retaining the primary context twice gives one handle, active until the last release", "[gpu][lesson04]") {
+    requireGpu();
+    auto retain = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxRetain);
+    auto release = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxRelease);
+    REQUIRE(retain);
+    REQUIRE(release);
+    const CUdevice device = firstDevice();
+    const PrimaryState before = primaryState(device);
+    INFO("active before this test: " << before.active);
+
+    CUcontext first = nullptr;
+    CUcontext second = nullptr;
+    REQUIRE(retain(&first, device) == CUDA_SUCCESS);
+    CHECK(primaryState(device).active == 1);
+    REQUIRE(retain(&second, device) == CUDA_SUCCESS);
+    CHECK(first != nullptr);
+    CHECK(second == first);
+    REQUIRE(release(device) == CUDA_SUCCESS);
+    CHECK(primaryState(device).active == 1);  // one reference left
+    REQUIRE(release(device) == CUDA_SUCCESS);
+    // Back to where it was: inactive, when this test held the only references.
+    CHECK(primaryState(device).active == before.active);
+}
+
+TEST_CASE("Retaining the primary context leaves the calling thread's current context unchanged", "[gpu][lesson04]") {
+    requireGpu();
+    auto retain = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxRetain);
+    auto release = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxRelease);
+    auto setCurrent = DRIVER_FUNCTION(driver(), cuCtxSetCurrent);
+    REQUIRE(retain);
+    REQUIRE(release);
+    REQUIRE(setCurrent);
+    const CUdevice device = firstDevice();
+    // On a new thread nothing is current; the worker records, this thread asserts.
+    CUcontext beforeRetain = reinterpret_cast<CUcontext>(1);
+    CUcontext afterRetain = reinterpret_cast<CUcontext>(1);
+    CUcontext afterSet = nullptr;
+    CUcontext primary = nullptr;
+    CUresult retained = CUDA_ERROR_UNKNOWN;
+    std::thread([&] {
+        beforeRetain = currentContext();
+        retained = retain(&primary, device);
+        if (retained != CUDA_SUCCESS) return;
+        afterRetain = currentContext();
+        setCurrent(primary);
+        afterSet = currentContext();
+        setCurrent(nullptr);
+        release(device);
+    }).join();
+    REQUIRE(retained == CUDA_SUCCESS);
+    CHECK(beforeRetain == nullptr);
+    CHECK(afterRetain == nullptr);
+    CHECK(afterSet == primary);
+}
+
+TEST_CASE("Two threads retaining the primary context get the same handle", "[gpu][lesson04]") {
+    requireGpu();
+    auto retain = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxRetain);
+    auto release = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxRelease);
+    REQUIRE(retain);
+    REQUIRE(release);
+    const CUdevice device = firstDevice();
+    CUcontext handles[2] = {nullptr, nullptr};
+    CUresult results[2] = {CUDA_ERROR_UNKNOWN, CUDA_ERROR_UNKNOWN};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 2; ++i) {
+        threads.emplace_back([&, i] {
+            results[i] = retain(&handles[i], device);
+            if (results[i] == CUDA_SUCCESS) release(device);
+        });
+    }
+    for (std::thread& thread : threads) thread.join();
+    CHECK(results[0] == CUDA_SUCCESS);
+    CHECK(results[1] == CUDA_SUCCESS);
+    CHECK(handles[0] != nullptr);
+    CHECK(handles[0] == handles[1]);
+}
+
+TEST_CASE("The primary context starts with the flags set before its activation", "[gpu][lesson04]") {
+    requireGpu();
+    auto setFlags = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxSetFlags);
+    auto retain = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxRetain);
+    auto release = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxRelease);
+    auto push = DRIVER_FUNCTION(driver(), cuCtxPushCurrent);
+    auto pop = DRIVER_FUNCTION(driver(), cuCtxPopCurrent);
+    auto getFlags = DRIVER_FUNCTION(driver(), cuCtxGetFlags);
+    REQUIRE(setFlags);
+    REQUIRE(getFlags);
+    const CUdevice device = firstDevice();
+    const PrimaryState before = primaryState(device);
+    if (before.active != 0) SKIP("another test in this process holds the primary context active");
+
+    REQUIRE(setFlags(device, CU_CTX_SCHED_BLOCKING_SYNC) == CUDA_SUCCESS);
+    CHECK((primaryState(device).flags & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC);
+    CUcontext primary = nullptr;
+    REQUIRE(retain(&primary, device) == CUDA_SUCCESS);
+    unsigned int flags = 0;
+    CHECK(push(primary) == CUDA_SUCCESS);
+    CHECK(getFlags(&flags) == CUDA_SUCCESS);
+    CHECK((flags & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC);
+    CUcontext popped = nullptr;
+    CHECK(pop(&popped) == CUDA_SUCCESS);
+    CHECK(release(device) == CUDA_SUCCESS);
+    CHECK(primaryState(device).active == 0);
+    // Leave the process's primary context as this test found it.
+    CHECK(setFlags(device, before.flags) == CUDA_SUCCESS);
+}

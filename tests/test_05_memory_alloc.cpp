@@ -1,0 +1,440 @@
+#include <catch2/catch_test_macros.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tests/harness.h"
+
+using namespace harness;
+
+namespace {
+
+const std::string kLesson = "05-memory-alloc";
+constexpr long long kPageBytes = 2LL << 20;  // the driver's allocation page on current GPUs
+constexpr size_t kOnePebibyte = size_t{1} << 50;
+
+// The integer a labelled line starts with ("85362475008 bytes" -> 85362475008).
+long long leadingNumber(const std::optional<std::string>& value) {
+    REQUIRE(value);
+    return std::stoll(*value);
+}
+
+// The cells of the bandwidth table's row for `size` ("| 16 MiB | 1.00 GB/s | ... |"), without the size.
+std::vector<double> tableRow(const std::string& out, const std::string& size) {
+    for (const auto& line : lines(out)) {
+        if (line.rfind("| " + size + " |", 0) != 0) continue;
+        std::vector<double> cells;
+        size_t at = line.find('|', 2);
+        while (at != std::string::npos && at + 1 < line.size()) {
+            cells.push_back(std::strtod(line.c_str() + at + 1, nullptr));
+            at = line.find('|', at + 1);
+        }
+        return cells;
+    }
+    return {};
+}
+
+// The primary context of device 0, retained and current for one test; released at the end.
+class PrimaryContext {
+public:
+    PrimaryContext() {
+        auto deviceGet = DRIVER_FUNCTION(driver(), cuDeviceGet);
+        auto retain = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxRetain);
+        auto setCurrent = DRIVER_FUNCTION(driver(), cuCtxSetCurrent);
+        REQUIRE(deviceGet);
+        REQUIRE(retain);
+        REQUIRE(setCurrent);
+        REQUIRE(deviceGet(&device_, 0) == CUDA_SUCCESS);
+        REQUIRE(retain(&context_, device_) == CUDA_SUCCESS);
+        REQUIRE(setCurrent(context_) == CUDA_SUCCESS);
+    }
+    ~PrimaryContext() {
+        if (auto setCurrent = DRIVER_FUNCTION(driver(), cuCtxSetCurrent)) setCurrent(nullptr);
+        if (auto release = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxRelease)) release(device_);
+    }
+    PrimaryContext(const PrimaryContext&) = delete;
+    PrimaryContext& operator=(const PrimaryContext&) = delete;
+    CUdevice device() const { return device_; }
+
+private:
+    CUdevice device_ = 0;
+    CUcontext context_ = nullptr;
+};
+
+size_t freeDeviceMemory() {
+    auto getInfo = DRIVER_FUNCTION(driver(), cuMemGetInfo);
+    REQUIRE(getInfo);
+    size_t freeBytes = 0;
+    size_t totalBytes = 0;
+    REQUIRE(getInfo(&freeBytes, &totalBytes) == CUDA_SUCCESS);
+    return freeBytes;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// CPU: no driver needed.
+
+TEST_CASE("Lesson 05 rejects a --size that is not a positive multiple of 4 with a usage line and exit 2",
+          "[cpu][lesson05]") {
+    // Arguments are checked before cuInit; the stub driver only lets the program load.
+    for (const char* size : {"abc", "0", "-4096", "6", "12MiB"}) {
+        INFO("--size " << size);
+        const RunResult r = runAgainstStub(kLesson, {"--size", size});
+        CHECK(r.exitCode == 2);
+        CHECK(contains(r.err, "usage:"));
+        CHECK_FALSE(contains(r.err, "CUDA_ERROR_STUB_LIBRARY"));
+    }
+    const RunResult r = runAgainstStub(kLesson, {"--size"});
+    CHECK(r.exitCode == 2);
+    CHECK(contains(r.err, "usage:"));
+}
+
+TEST_CASE("std::bit_cast gives 555.0f's IEEE-754 bits, the value the lesson hands to cuMemsetD32", "[cpu][lesson05]") {
+    // Derive the bits from the number itself: 555 = 0.5419921875 * 2^10, so the biased
+    // exponent is 10 - 1 + 127 and the fraction is (2 * 0.5419921875 - 1) * 2^23.
+    int exponent = 0;
+    const double mantissa = std::frexp(555.0, &exponent);
+    const auto expected = static_cast<std::uint32_t>((exponent - 1 + 127) << 23) |
+                          static_cast<std::uint32_t>((2.0 * mantissa - 1.0) * (1 << 23));
+    CHECK(std::bit_cast<std::uint32_t>(555.0f) == expected);
+    std::uint32_t viaMemcpy = 0;
+    const float value = 555.0f;
+    std::memcpy(&viaMemcpy, &value, sizeof(value));
+    CHECK(viaMemcpy == expected);
+}
+
+// ---------------------------------------------------------------------------
+// GPU: the lesson's output.
+
+TEST_CASE("Lesson 05 passes and reads every memset pattern back exactly", "[gpu][lesson05]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    REQUIRE(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    // The default size is 4 MiB: 1048576 floats, 2097152 halves, 4194304 bytes.
+    CHECK(valueOf(r.out, "cuMemsetD32 555.0f") == "1048576 of 1048576 floats read back as 555.0f (bits 0x440ac000)");
+    CHECK(valueOf(r.out, "cuMemsetD16 0x3c00 (1.0 in fp16)") == "2097152 of 2097152 halves read back as 0x3c00");
+    CHECK(valueOf(r.out, "cuMemsetD8 0xa5") == "4194304 of 4194304 bytes read back as 0xa5");
+    CHECK(valueOf(r.out, "partial cuMemsetD32 on elements [262144, 786432)") ==
+          "524288 of 524288 set to 555.0f, 2097152 of 2097152 bytes outside still 0xa5");
+    CHECK(valueOf(r.out, "memory type of the cuMemAlloc buffer") == "CU_MEMORYTYPE_DEVICE");
+}
+
+TEST_CASE("Lesson 05 runs its memset and copy checks at the size given with --size", "[gpu][lesson05]") {
+    requireGpu();
+    RunOptions options;
+    options.args = {"--size", "1000004"};  // not a power of two: 250001 floats
+    const RunResult r = runLesson(kLesson, options);
+    REQUIRE(r.exitCode == 0);
+    CHECK(valueOf(r.out, "cuMemsetD32 555.0f") == "250001 of 250001 floats read back as 555.0f (bits 0x440ac000)");
+    CHECK(valueOf(r.out, "cuMemsetD16 0x3c00 (1.0 in fp16)") == "500002 of 500002 halves read back as 0x3c00");
+    CHECK(valueOf(r.out, "cuMemsetD8 0xa5") == "1000004 of 1000004 bytes read back as 0xa5");
+    CHECK(valueOf(r.out, "round trip HtoD -> DtoD -> DtoH") == "equal (1000004 bytes)");
+}
+
+TEST_CASE("Lesson 05's host-device round trips come back equal", "[gpu][lesson05]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    REQUIRE(r.exitCode == 0);
+    CHECK(valueOf(r.out, "round trip HtoD -> DtoD -> DtoH") == "equal (4194304 bytes)");
+    CHECK(valueOf(r.out, "async round trip write-combined -> device -> pinned") == "equal (4194304 bytes)");
+}
+
+TEST_CASE("Lesson 05 writes pinned memory through the address cuMemHostGetDevicePointer gives", "[gpu][lesson05]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    REQUIRE(r.exitCode == 0);
+    CHECK(valueOf(r.out, "cuMemsetD32 through the mapped buffer's device address") ==
+          "1048576 of 1048576 words on the host read 0xcafef00d");
+    CHECK(valueOf(r.out, "cuMemsetD32 through the registered buffer's device address") ==
+          "1048576 of 1048576 words on the host read 0x600df00d");
+    CHECK(valueOf(r.out, "CU_POINTER_ATTRIBUTE_DEVICE_POINTER agrees with cuMemHostGetDevicePointer") == "yes");
+    for (const char* kind : {"cuMemAllocHost buffer", "cuMemHostAlloc(PORTABLE|DEVICEMAP) buffer",
+                             "cuMemHostAlloc(WRITECOMBINED|DEVICEMAP) buffer", "cuMemHostRegister buffer"}) {
+        INFO(kind);
+        CHECK(valueOf(r.out, std::string("memory type of the ") + kind) == "CU_MEMORYTYPE_HOST");
+    }
+    // With unified addressing the docs promise host address == device address for these two.
+    CHECK(contains(r.out, "cuMemAllocHost buffer (CU_POINTER_ATTRIBUTE_DEVICE_POINTER): host "));
+    for (const auto& line : lines(r.out)) {
+        if (line.rfind("cuMemAllocHost buffer (", 0) == 0 ||
+            line.rfind("cuMemHostAlloc(PORTABLE|DEVICEMAP) buffer (", 0) == 0) {
+            INFO(line);
+            CHECK(contains(line, "(same address)"));
+        }
+    }
+}
+
+TEST_CASE("Lesson 05 gives device memory back: free memory ends where it started", "[gpu][lesson05]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    REQUIRE(r.exitCode == 0);
+    const long long atStart = leadingNumber(valueOf(r.out, "device free memory at start"));
+    const long long atEnd = leadingNumber(valueOf(r.out, "device free memory at end"));
+    INFO("start " << atStart << " bytes, end " << atEnd << " bytes");
+    CHECK(std::llabs(atEnd - atStart) <= kPageBytes);
+    // While buffer A was allocated, free memory was lower by at least its size.
+    const long long withA = leadingNumber(valueOf(r.out, "device free memory after cuMemAlloc"));
+    CHECK(atStart - withA >= 4LL << 20);
+    CHECK(contains(r.out, "primary context: released"));
+}
+
+TEST_CASE("Lesson 05 reports a positive bandwidth for every size and kind of memory", "[gpu][lesson05]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    REQUIRE(r.exitCode == 0);
+    CHECK(contains(r.out, "| size | H2D pageable | H2D pinned | D2H pageable | D2H pinned |"));
+    for (const char* size : {"64 KiB", "1 MiB", "16 MiB"}) {
+        INFO(size);
+        const auto cells = tableRow(r.out, size);
+        REQUIRE(cells.size() == 4);
+        for (const double rate : cells) CHECK(rate > 0.0);  // no thresholds: timings are not asserted
+    }
+    // The call-time lines are printed for all four combinations.
+    for (const char* call : {"cuMemcpyHtoDAsync from pinned memory", "cuMemcpyHtoDAsync from pageable memory",
+                             "cuMemcpyDtoHAsync to pinned memory", "cuMemcpyDtoHAsync to pageable memory"})
+        CHECK(valueOf(r.out, call));
+}
+
+TEST_CASE("Lesson 05 --bench prints the 256 MiB figures and the ratio to nvbandwidth", "[gpu][lesson05][bench]") {
+    requireGpu();
+    RunOptions options;
+    options.args = {"--bench"};
+    options.timeoutSeconds = 300;
+    const RunResult r = runLesson(kLesson, options);
+    REQUIRE(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    for (const char* metric : {"bench: H2D pinned 256 MiB", "bench: D2H pinned 256 MiB", "bench: H2D pageable 256 MiB",
+                               "bench: D2H pageable 256 MiB"}) {
+        INFO(metric);
+        bool found = false;
+        for (const auto& line : lines(r.out)) {
+            const std::string prefix = std::string(metric) + " = ";
+            if (line.rfind(prefix, 0) != 0) continue;
+            found = true;
+            CHECK(std::strtod(line.c_str() + prefix.size(), nullptr) > 0.0);
+            CHECK(contains(line, " GB/s"));
+        }
+        CHECK(found);
+    }
+    CHECK(contains(r.out, "bench: H2D pinned vs nvbandwidth = "));
+    CHECK(contains(r.out, "bench: D2H pinned vs nvbandwidth = "));
+    CHECK(tableRow(r.out, "256 MiB").size() == 4);
+}
+
+TEST_CASE("Lesson 05 asked for 1 PiB shows CUDA_ERROR_OUT_OF_MEMORY through the check macro and leaks nothing",
+          "[gpu][lesson05][fault]") {
+    requireGpu();
+    RunOptions options;
+    options.args = {"--size", std::to_string(kOnePebibyte)};
+    const RunResult r = runLesson(kLesson, options);
+    CHECK(r.exitCode == 1);
+    CHECK(contains(r.err, "CUDA driver call failed: cuMemAlloc(&deviceA, bytes)"));
+    CHECK(contains(r.err, "CUDA_ERROR_OUT_OF_MEMORY (code 2)"));
+    CHECK(contains(r.err, "05-memory-alloc/main.cpp:"));
+    CHECK(contains(r.err, "hint:"));
+    CHECK(contains(r.out, "nothing was allocated"));
+    CHECK(valueOf(r.out, "no leak after the failed allocation") == "yes");
+    const long long atStart = leadingNumber(valueOf(r.out, "device free memory at start"));
+    const long long atEnd = leadingNumber(valueOf(r.out, "device free memory at end"));
+    CHECK(std::llabs(atEnd - atStart) <= kPageBytes);
+    CHECK(contains(r.out, "Result = FAIL"));
+}
+
+// ---------------------------------------------------------------------------
+// GPU: the same driver behaviour, checked directly through the driver.
+
+TEST_CASE("cuMemsetD8, D16 and D32 count elements and leave bytes outside the range alone", "[gpu][lesson05]") {
+    requireGpu();
+    PrimaryContext context;
+    auto memAlloc = DRIVER_FUNCTION(driver(), cuMemAlloc);
+    auto memFree = DRIVER_FUNCTION(driver(), cuMemFree);
+    auto memsetD8 = DRIVER_FUNCTION(driver(), cuMemsetD8);
+    auto memsetD16 = DRIVER_FUNCTION(driver(), cuMemsetD16);
+    auto memsetD32 = DRIVER_FUNCTION(driver(), cuMemsetD32);
+    auto copyDtoH = DRIVER_FUNCTION(driver(), cuMemcpyDtoH);
+    REQUIRE((memAlloc && memFree && memsetD8 && memsetD16 && memsetD32 && copyDtoH));
+
+    constexpr size_t kBytes = 4096;
+    CUdeviceptr buffer = 0;
+    REQUIRE(memAlloc(&buffer, kBytes) == CUDA_SUCCESS);
+    // Bytes [0, 4096) = 0x11; D16 0x3c00 on halves [64, 96) = bytes [128, 192);
+    // D32 555.0f on words [100, 116) = bytes [400, 464).
+    REQUIRE(memsetD8(buffer, 0x11, kBytes) == CUDA_SUCCESS);
+    REQUIRE(memsetD16(buffer + 128, 0x3c00, 32) == CUDA_SUCCESS);
+    REQUIRE(memsetD32(buffer + 400, std::bit_cast<std::uint32_t>(555.0f), 16) == CUDA_SUCCESS);
+    std::vector<unsigned char> host(kBytes);
+    REQUIRE(copyDtoH(host.data(), buffer, kBytes) == CUDA_SUCCESS);
+    CHECK(memFree(buffer) == CUDA_SUCCESS);
+
+    int wrong = 0;
+    for (size_t i = 0; i < kBytes; ++i) {
+        unsigned char expected = 0x11;
+        if (i >= 128 && i < 192) expected = (i % 2 == 0) ? 0x00 : 0x3c;  // little-endian 0x3c00
+        if (i >= 400 && i < 464) {
+            std::uint32_t word = 0;
+            std::memcpy(&word, host.data() + (i - i % 4), 4);
+            if (word != std::bit_cast<std::uint32_t>(555.0f)) ++wrong;
+            continue;
+        }
+        if (host[i] != expected) ++wrong;
+    }
+    CHECK(wrong == 0);
+}
+
+TEST_CASE("cuMemsetD32 on an address that is not 4-byte aligned is refused", "[gpu][lesson05][fault]") {
+    requireGpu();
+    PrimaryContext context;
+    auto memAlloc = DRIVER_FUNCTION(driver(), cuMemAlloc);
+    auto memFree = DRIVER_FUNCTION(driver(), cuMemFree);
+    auto memsetD32 = DRIVER_FUNCTION(driver(), cuMemsetD32);
+    REQUIRE((memAlloc && memFree && memsetD32));
+    CUdeviceptr buffer = 0;
+    REQUIRE(memAlloc(&buffer, 4096) == CUDA_SUCCESS);
+    const CUresult misaligned = memsetD32(buffer + 2, 0u, 16);
+    CHECK(memFree(buffer) == CUDA_SUCCESS);
+    CHECK(driver().nameOf(misaligned) == "CUDA_ERROR_INVALID_VALUE");
+}
+
+TEST_CASE("A buffer copied host -> device -> device -> host comes back unchanged", "[gpu][lesson05]") {
+    requireGpu();
+    PrimaryContext context;
+    auto memAlloc = DRIVER_FUNCTION(driver(), cuMemAlloc);
+    auto memFree = DRIVER_FUNCTION(driver(), cuMemFree);
+    auto copyHtoD = DRIVER_FUNCTION(driver(), cuMemcpyHtoD);
+    auto copyDtoD = DRIVER_FUNCTION(driver(), cuMemcpyDtoD);
+    auto copyDtoH = DRIVER_FUNCTION(driver(), cuMemcpyDtoH);
+    REQUIRE((memAlloc && memFree && copyHtoD && copyDtoD && copyDtoH));
+    constexpr size_t kBytes = (1 << 20) + 12;
+    std::vector<unsigned char> source(kBytes);
+    std::vector<unsigned char> back(kBytes, 0);
+    for (size_t i = 0; i < kBytes; ++i) source[i] = static_cast<unsigned char>(i * 7 + (i >> 11));
+    CUdeviceptr a = 0;
+    CUdeviceptr b = 0;
+    REQUIRE(memAlloc(&a, kBytes) == CUDA_SUCCESS);
+    REQUIRE(memAlloc(&b, kBytes) == CUDA_SUCCESS);
+    CHECK(copyHtoD(a, source.data(), kBytes) == CUDA_SUCCESS);
+    CHECK(copyDtoD(b, a, kBytes) == CUDA_SUCCESS);
+    CHECK(copyDtoH(back.data(), b, kBytes) == CUDA_SUCCESS);
+    CHECK(memFree(b) == CUDA_SUCCESS);
+    CHECK(memFree(a) == CUDA_SUCCESS);
+    CHECK(back == source);
+}
+
+TEST_CASE("A memset through cuMemHostGetDevicePointer's address lands in the pinned host buffer", "[gpu][lesson05]") {
+    requireGpu();
+    PrimaryContext context;
+    auto hostAlloc = DRIVER_FUNCTION(driver(), cuMemHostAlloc);
+    auto freeHost = DRIVER_FUNCTION(driver(), cuMemFreeHost);
+    auto getDevicePointer = DRIVER_FUNCTION(driver(), cuMemHostGetDevicePointer);
+    auto memsetD32 = DRIVER_FUNCTION(driver(), cuMemsetD32);
+    auto synchronize = DRIVER_FUNCTION(driver(), cuCtxSynchronize);
+    auto getAttribute = DRIVER_FUNCTION(driver(), cuPointerGetAttribute);
+    REQUIRE((hostAlloc && freeHost && getDevicePointer && memsetD32 && synchronize && getAttribute));
+
+    constexpr size_t kWords = 1 << 16;
+    void* mapped = nullptr;
+    REQUIRE(hostAlloc(&mapped, kWords * 4, CU_MEMHOSTALLOC_DEVICEMAP) == CUDA_SUCCESS);
+    std::memset(mapped, 0, kWords * 4);
+    CUdeviceptr device = 0;
+    REQUIRE(getDevicePointer(&device, mapped, 0) == CUDA_SUCCESS);
+    CHECK(memsetD32(device, 0x12345678u, kWords) == CUDA_SUCCESS);
+    CHECK(synchronize() == CUDA_SUCCESS);
+    const auto* words = static_cast<const std::uint32_t*>(mapped);
+    size_t set = 0;
+    for (size_t i = 0; i < kWords; ++i) set += words[i] == 0x12345678u;
+    unsigned int memoryType = 0;
+    CHECK(getAttribute(&memoryType, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, reinterpret_cast<CUdeviceptr>(mapped)) ==
+          CUDA_SUCCESS);
+    CHECK(freeHost(mapped) == CUDA_SUCCESS);
+    CHECK(set == kWords);
+    CHECK(memoryType == CU_MEMORYTYPE_HOST);
+}
+
+TEST_CASE("The driver classifies device, pinned and registered memory, and knows nothing of plain pageable memory",
+          "[gpu][lesson05]") {
+    requireGpu();
+    PrimaryContext context;
+    auto memAlloc = DRIVER_FUNCTION(driver(), cuMemAlloc);
+    auto memFree = DRIVER_FUNCTION(driver(), cuMemFree);
+    auto allocHost = DRIVER_FUNCTION(driver(), cuMemAllocHost);
+    auto freeHost = DRIVER_FUNCTION(driver(), cuMemFreeHost);
+    auto hostRegister = DRIVER_FUNCTION(driver(), cuMemHostRegister);
+    auto hostUnregister = DRIVER_FUNCTION(driver(), cuMemHostUnregister);
+    auto getAttribute = DRIVER_FUNCTION(driver(), cuPointerGetAttribute);
+    auto deviceAttribute = DRIVER_FUNCTION(driver(), cuDeviceGetAttribute);
+    REQUIRE((memAlloc && memFree && allocHost && freeHost && hostRegister && hostUnregister && getAttribute &&
+             deviceAttribute));
+    auto typeOf = [&](CUdeviceptr address, unsigned int& type) {
+        return getAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address);
+    };
+
+    CUdeviceptr device = 0;
+    REQUIRE(memAlloc(&device, 1 << 20) == CUDA_SUCCESS);
+    void* pinned = nullptr;
+    REQUIRE(allocHost(&pinned, 1 << 20) == CUDA_SUCCESS);
+    std::vector<unsigned char> pageable(1 << 20, 0);
+    unsigned int deviceType = 0;
+    unsigned int pinnedType = 0;
+    unsigned int registeredType = 0;
+    CHECK(typeOf(device, deviceType) == CUDA_SUCCESS);
+    CHECK(typeOf(reinterpret_cast<CUdeviceptr>(pinned), pinnedType) == CUDA_SUCCESS);
+
+    int pageableAccess = 0;
+    REQUIRE(deviceAttribute(&pageableAccess, CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, context.device()) ==
+            CUDA_SUCCESS);
+    if (pageableAccess == 0) {
+        // Memory the driver neither allocated nor registered: the documented answer is INVALID_VALUE.
+        unsigned int pageableType = 0;
+        CHECK(driver().nameOf(typeOf(reinterpret_cast<CUdeviceptr>(pageable.data()), pageableType)) ==
+              "CUDA_ERROR_INVALID_VALUE");
+    }
+    REQUIRE(hostRegister(pageable.data(), pageable.size(), 0) == CUDA_SUCCESS);
+    CHECK(typeOf(reinterpret_cast<CUdeviceptr>(pageable.data()), registeredType) == CUDA_SUCCESS);
+    CHECK(hostUnregister(pageable.data()) == CUDA_SUCCESS);
+    CHECK(freeHost(pinned) == CUDA_SUCCESS);
+    CHECK(memFree(device) == CUDA_SUCCESS);
+
+    CHECK(deviceType == CU_MEMORYTYPE_DEVICE);
+    CHECK(pinnedType == CU_MEMORYTYPE_HOST);
+    CHECK(registeredType == CU_MEMORYTYPE_HOST);
+}
+
+TEST_CASE("Freeing device memory brings cuMemGetInfo back to its starting figure", "[gpu][lesson05]") {
+    requireGpu();
+    PrimaryContext context;
+    auto memAlloc = DRIVER_FUNCTION(driver(), cuMemAlloc);
+    auto memFree = DRIVER_FUNCTION(driver(), cuMemFree);
+    REQUIRE((memAlloc && memFree));
+    const size_t before = freeDeviceMemory();
+    CUdeviceptr a = 0;
+    CUdeviceptr b = 0;
+    REQUIRE(memAlloc(&a, 64 << 20) == CUDA_SUCCESS);
+    REQUIRE(memAlloc(&b, 3 << 20) == CUDA_SUCCESS);
+    const size_t during = freeDeviceMemory();
+    CHECK(memFree(b) == CUDA_SUCCESS);
+    CHECK(memFree(a) == CUDA_SUCCESS);
+    const size_t after = freeDeviceMemory();
+    INFO("free before " << before << ", during " << during << ", after " << after << " bytes");
+    CHECK(static_cast<long long>(before) - static_cast<long long>(during) >= 67LL << 20);
+    CHECK(std::llabs(static_cast<long long>(after) - static_cast<long long>(before)) <= kPageBytes);
+}
+
+TEST_CASE("cuMemAlloc of 1 PiB fails with CUDA_ERROR_OUT_OF_MEMORY and takes no memory", "[gpu][lesson05][fault]") {
+    requireGpu();
+    PrimaryContext context;
+    auto memAlloc = DRIVER_FUNCTION(driver(), cuMemAlloc);
+    REQUIRE(memAlloc);
+    const size_t before = freeDeviceMemory();
+    CUdeviceptr impossible = 0;
+    const CUresult result = memAlloc(&impossible, kOnePebibyte);
+    const size_t after = freeDeviceMemory();
+    CHECK(driver().nameOf(result) == "CUDA_ERROR_OUT_OF_MEMORY");
+    CHECK(std::llabs(static_cast<long long>(after) - static_cast<long long>(before)) <= kPageBytes);
+}

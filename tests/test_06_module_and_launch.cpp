@@ -1,0 +1,564 @@
+#include <cuda.h>
+#include <unistd.h>
+#include <catch2/catch_test_macros.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "06-module-and-launch/param_buffer.h"
+#include "06-module-and-launch/param_types.h"
+#include "common/course_util.h"
+#include "tests/harness.h"
+
+using namespace harness;
+
+namespace {
+
+const std::string kLesson = "06-module-and-launch";
+const std::array<const char*, 5> kModuleFiles = {"vector_ops.fatbin", "vector_ops.cubin", "vector_ops.ptx",
+                                                 "link_main.ptx", "link_helper.ptx"};
+
+// echoParams(float a, float4 v, FloatAndFloat4 s, int n, float* out) as a C struct: kernel
+// parameters are laid out like the members of a struct with the same types, in order.
+struct EchoParamsMirror {
+    float a;
+    float4 v;
+    FloatAndFloat4 s;
+    int n;
+    CUdeviceptr out;
+};
+
+std::string moduleDir() {
+    return buildDir() + "/" + kLesson + "/kernels";
+}
+
+std::string readText(const std::string& path) {
+    const auto text = course::readFile(path);
+    return text ? *text : std::string();
+}
+
+// A fresh folder under /tmp holding a copy of the lesson's program, removed afterwards.
+struct ProgramCopy {
+    std::filesystem::path folder;
+    std::filesystem::path program;
+    ProgramCopy() {
+        char pattern[] = "/tmp/lesson06-test-XXXXXX";
+        REQUIRE(mkdtemp(pattern) != nullptr);
+        folder = pattern;
+        program = folder / kLesson;
+        std::filesystem::copy_file(lessonBinary(kLesson), program);
+        std::filesystem::permissions(program, std::filesystem::perms::owner_all);
+    }
+    ~ProgramCopy() {
+        std::error_code ignored;
+        std::filesystem::remove_all(folder, ignored);
+    }
+    ProgramCopy(const ProgramCopy&) = delete;
+    ProgramCopy& operator=(const ProgramCopy&) = delete;
+};
+
+// The primary context of device 0, current on this thread for the test's lifetime.
+struct CurrentPrimaryContext {
+    CUdevice device = 0;
+    CUcontext context = nullptr;
+    CurrentPrimaryContext() {
+        auto deviceGet = DRIVER_FUNCTION(driver(), cuDeviceGet);
+        auto retain = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxRetain);
+        auto setCurrent = DRIVER_FUNCTION(driver(), cuCtxSetCurrent);
+        REQUIRE(deviceGet);
+        REQUIRE(retain);
+        REQUIRE(setCurrent);
+        REQUIRE(deviceGet(&device, 0) == CUDA_SUCCESS);
+        REQUIRE(retain(&context, device) == CUDA_SUCCESS);
+        REQUIRE(setCurrent(context) == CUDA_SUCCESS);
+    }
+    ~CurrentPrimaryContext() {
+        if (auto setCurrent = DRIVER_FUNCTION(driver(), cuCtxSetCurrent)) setCurrent(nullptr);
+        if (auto release = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxRelease)) release(device);
+    }
+    CurrentPrimaryContext(const CurrentPrimaryContext&) = delete;
+    CurrentPrimaryContext& operator=(const CurrentPrimaryContext&) = delete;
+};
+
+// cuModuleLoadDataEx with an error log; returns the result and fills `log`.
+CUresult loadWithErrorLog(const std::string& image, CUmodule* module, std::string& log) {
+    auto loadDataEx = DRIVER_FUNCTION(driver(), cuModuleLoadDataEx);
+    REQUIRE(loadDataEx);
+    std::vector<char> buffer(16384, '\0');
+    CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void* values[] = {buffer.data(), reinterpret_cast<void*>(static_cast<std::uintptr_t>(buffer.size()))};
+    const CUresult result = loadDataEx(module, image.c_str(), 2, options, values);
+    log = buffer.data();
+    return result;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// CPU: the parameter-buffer layout and the build.
+
+TEST_CASE("Lesson 06's alignUp rounds an offset up to the next multiple of the alignment", "[cpu][lesson06]") {
+    using lesson06::alignUp;
+    STATIC_REQUIRE(alignUp(0, 16) == 0);
+    STATIC_REQUIRE(alignUp(4, 16) == 16);
+    STATIC_REQUIRE(alignUp(16, 16) == 16);
+    STATIC_REQUIRE(alignUp(17, 16) == 32);
+    STATIC_REQUIRE(alignUp(64, 8) == 64);
+    STATIC_REQUIRE(alignUp(68, 8) == 72);
+    STATIC_REQUIRE(alignUp(5, 1) == 5);
+}
+
+TEST_CASE("Lesson 06's float/float4 struct has f4 at offset 16 and 32 bytes, as the seed's example says",
+          "[cpu][lesson06]") {
+    CHECK(alignof(float4) == 16);
+    CHECK(sizeof(float4) == 16);
+    CHECK(offsetof(FloatAndFloat4, f) == 0);
+    CHECK(offsetof(FloatAndFloat4, f4) == 16);
+    CHECK(sizeof(FloatAndFloat4) == 32);
+    CHECK(alignof(FloatAndFloat4) == 16);
+}
+
+TEST_CASE("Lesson 06's parameter buffer places each argument where a C struct of the same members would",
+          "[cpu][lesson06]") {
+    lesson06::ParamBuffer buffer;
+    const float a = 1.5f;
+    const float4 v = {2.0f, 3.0f, 4.0f, 5.0f};
+    const FloatAndFloat4 s = {6.0f, {7.0f, 8.0f, 9.0f, 10.0f}};
+    const int n = 11;
+    const CUdeviceptr out = 0x7f0000001000ull;
+    CHECK(buffer.add(a) == offsetof(EchoParamsMirror, a));
+    CHECK(buffer.add(v) == offsetof(EchoParamsMirror, v));
+    CHECK(buffer.add(s) == offsetof(EchoParamsMirror, s));
+    CHECK(buffer.add(n) == offsetof(EchoParamsMirror, n));
+    CHECK(buffer.add(out) == offsetof(EchoParamsMirror, out));
+    // The buffer ends with the last argument; the struct may add tail padding, here none.
+    CHECK(buffer.size() == offsetof(EchoParamsMirror, out) + sizeof(CUdeviceptr));
+    CHECK(buffer.size() == sizeof(EchoParamsMirror));
+    // The float4 does not follow the float at 4: it waits for 16.
+    CHECK(offsetof(EchoParamsMirror, v) == 16);
+}
+
+TEST_CASE("Lesson 06's parameter buffer copies each argument's bytes to its offset and zeroes the padding",
+          "[cpu][lesson06]") {
+    lesson06::ParamBuffer buffer;
+    const float a = -2.25f;
+    const FloatAndFloat4 s = {1.0f, {2.0f, 3.0f, 4.0f, 5.0f}};
+    const std::size_t aAt = buffer.add(a);
+    const std::size_t sAt = buffer.add(s);
+    REQUIRE(aAt == 0);
+    REQUIRE(sAt == 16);
+    const auto* bytes = static_cast<const unsigned char*>(static_cast<const lesson06::ParamBuffer&>(buffer).data());
+    CHECK(std::memcmp(bytes + aAt, &a, sizeof(a)) == 0);
+    CHECK(std::memcmp(bytes + sAt, &s, sizeof(s)) == 0);
+    for (std::size_t i = sizeof(a); i < sAt; ++i) CHECK(bytes[i] == 0);
+}
+
+TEST_CASE("The Makefile builds lesson 06's kernels to PTX, cubin and fatbin, relocatable only for the cuLink pair",
+          "[cpu][lesson06]") {
+    for (const char* stem : {"vector_ops", "link_main", "link_helper"})
+        for (const char* extension : {".ptx", ".cubin", ".fatbin"}) {
+            INFO(stem << extension);
+            CHECK(std::filesystem::is_regular_file(moduleDir() + "/" + stem + extension));
+        }
+    const std::string vectorOps = readText(moduleDir() + "/vector_ops.ptx");
+    const std::string linkMain = readText(moduleDir() + "/link_main.ptx");
+    const std::string linkHelper = readText(moduleDir() + "/link_helper.ptx");
+    for (const char* kernel : {"vectorAdd", "saxpy", "scaleByGlobal", "emptyKernel", "echoParams"})
+        CHECK(contains(vectorOps, std::string(".visible .entry ") + kernel + "("));
+    CHECK(contains(vectorOps, "gScale"));
+    CHECK_FALSE(contains(vectorOps, ".extern"));
+    // -rdc=true keeps the unresolved call and the otherwise unused definition in the PTX.
+    CHECK(contains(linkMain, ".extern .func"));
+    CHECK(contains(linkMain, "linkedTransform"));
+    CHECK(contains(linkHelper, ".visible .func"));
+    CHECK(contains(linkHelper, "linkedTransform"));
+    // The cubin that cuModuleLoadData gets is an executable ELF (e_type 2), not a relocatable one (1).
+    const std::string cubin = readText(moduleDir() + "/vector_ops.cubin");
+    REQUIRE(cubin.size() > 18);
+    CHECK(cubin.compare(0, 4,
+                        "\x7f"
+                        "ELF") == 0);
+    CHECK(static_cast<unsigned char>(cubin[16]) == 2);
+}
+
+TEST_CASE("Lesson 06 started without its kernels folder names every module file it tried and exits 1",
+          "[cpu][lesson06][fault]") {
+    const ProgramCopy copy;
+    RunOptions options;
+    options.setEnv["LD_LIBRARY_PATH"] = stubDriverDir();  // the files are looked for before cuInit
+    const RunResult r = run(copy.program.string(), options);
+    CHECK(r.exitCode == 1);
+    for (const char* file : kModuleFiles) {
+        INFO(file);
+        CHECK(contains(r.err, "cannot read " + (copy.folder / "kernels" / file).string()));
+    }
+    CHECK(contains(r.err, "make build-06"));
+    CHECK_FALSE(contains(r.err, "CUDA driver call failed"));
+}
+
+TEST_CASE("Lesson 06 rejects an unknown argument with a usage line and exit 2", "[cpu][lesson06]") {
+    const RunResult r = runAgainstStub(kLesson, {"--kernels-dir", "/tmp"});
+    CHECK(r.exitCode == 2);
+    CHECK(contains(r.err, "usage:"));
+}
+
+// ---------------------------------------------------------------------------
+// GPU: the lesson's own checks, read from its output.
+
+TEST_CASE("Lesson 06 passes and vectorAdd is exact however its module was loaded", "[gpu][lesson06]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    CHECK(valueOf(r.out, "cuModuleLoad(kernels/vector_ops.fatbin)") == "loaded");
+    CHECK(valueOf(r.out, "vector add via cuModuleLoad (fatbin file)") == "exact");
+    CHECK(valueOf(r.out, "vector add via cuModuleLoadDataEx (PTX, JIT)") == "exact");
+    if (!contains(r.out, "section cubin: SKIP"))
+        CHECK(valueOf(r.out, "vector add via cuModuleLoadData (cubin image)") == "exact");
+    if (driver().driverVersion() >= 12000 && CUDA_VERSION >= 12000)
+        CHECK(valueOf(r.out, "vector add via cuLibraryLoadData (CUkernel)") == "exact");
+    // The JIT wrote a verbose info log for the PTX it compiled.
+    const auto infoBytes = valueOf(r.out, "JIT info log");
+    REQUIRE(infoBytes);
+    CHECK(std::stoi(*infoBytes) > 0);
+    bool logged = false;
+    for (const auto& text : lines(r.out)) logged = logged || (text.rfind("  | ", 0) == 0 && contains(text, "info"));
+    CHECK(logged);
+}
+
+TEST_CASE("Lesson 06's parameter-buffer launch equals its kernelParams launch, at the driver's offsets",
+          "[gpu][lesson06]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    CHECK(valueOf(r.out, "echoParams via kernelParams") == "every field arrived");
+    CHECK(valueOf(r.out, "echoParams via parameter buffer") == "every field arrived");
+    CHECK(valueOf(r.out, "parameter buffer launch equals kernelParams launch") == "yes");
+    CHECK(valueOf(r.out, "parameter buffer size") == std::to_string(sizeof(EchoParamsMirror)) + " bytes");
+    // The buffer size must end at the last parameter; a struct's tail padding is refused.
+    const auto padded = valueOf(r.out, "buffer size with tail padding");
+    REQUIRE(padded);
+    CHECK_FALSE(contains(*padded, "CUDA_SUCCESS"));
+    CHECK(contains(valueOf(r.out, "buffer size to the end of the last parameter").value_or(""), "-> exact"));
+
+    const std::array<std::pair<const char*, std::size_t>, 5> params = {{
+        {"param 0 a (float)", offsetof(EchoParamsMirror, a)},
+        {"param 1 v (float4)", offsetof(EchoParamsMirror, v)},
+        {"param 2 s (FloatAndFloat4)", offsetof(EchoParamsMirror, s)},
+        {"param 3 n (int)", offsetof(EchoParamsMirror, n)},
+        {"param 4 out (float*)", offsetof(EchoParamsMirror, out)},
+    }};
+    const std::regex layout(
+        "offset ([0-9]+), size ([0-9]+), align ([0-9]+)(; driver: offset ([0-9]+), size ([0-9]+))?");
+    const bool driverLayout = driver().driverVersion() >= 12040 && CUDA_VERSION >= 12040;
+    for (const auto& [label, offset] : params) {
+        INFO(label);
+        const auto line = valueOf(r.out, label);
+        REQUIRE(line);
+        std::smatch m;
+        REQUIRE(std::regex_search(*line, m, layout));
+        CHECK(std::stoul(m[1]) == offset);
+        if (driverLayout) {
+            REQUIRE(m[4].matched);
+            CHECK(m[5] == m[1]);
+            CHECK(m[6] == m[2]);
+        }
+    }
+}
+
+TEST_CASE("Lesson 06's broken PTX fails with CUDA_ERROR_INVALID_PTX and a log naming its line", "[gpu][lesson06]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    const auto line = valueOf(r.out, "broken PTX offending line");
+    REQUIRE(line);
+    CHECK(std::stoi(*line) > 0);
+    CHECK(valueOf(r.out, "cuModuleLoadDataEx(broken PTX)") == "CUDA_ERROR_INVALID_PTX");
+    CHECK(valueOf(r.out, "error log names line " + *line) == "yes");
+    // The log itself, as printed: an indented line naming the PTX line and the bad instruction.
+    bool logged = false;
+    for (const auto& text : lines(r.out))
+        logged = logged || (text.rfind("  | ", 0) == 0 && contains(text, "line " + *line) && contains(text, "mull"));
+    CHECK(logged);
+    // REPORT_DRIVER reported the provoked failure on stderr.
+    CHECK(contains(r.err, "CUDA driver call failed: cuModuleLoadDataEx(&brokenModule"));
+}
+
+TEST_CASE("Lesson 06's linked module runs, while the calling PTX alone does not load", "[gpu][lesson06]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    const auto alone = valueOf(r.out, "cuModuleLoadDataEx(link_main.ptx alone)");
+    REQUIRE(alone);
+    CHECK(*alone != "CUDA_SUCCESS");
+    CHECK(valueOf(r.out, "linked kernel applyLinked (2x + 1)") == "exact");
+    CHECK(contains(r.out, "loaded before cuLinkDestroy"));
+}
+
+TEST_CASE("Lesson 06's kernel reads the __constant__ value the host wrote through cuModuleGetGlobal",
+          "[gpu][lesson06]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    CHECK(valueOf(r.out, "gScale") == "4 bytes, 1 in the module image");
+    CHECK(valueOf(r.out, "gScale after cuMemcpyHtoD") == "3");
+    CHECK(valueOf(r.out, "scaleByGlobal used gScale = 3") == "exact");
+    CHECK(valueOf(r.out, "saxpy within tolerance") == "yes");
+}
+
+TEST_CASE("Lesson 06 passes when started from another working directory", "[gpu][lesson06]") {
+    requireGpu();
+    RunOptions options;
+    options.workingDir = "/tmp";
+    const RunResult r = runLesson(kLesson, options);
+    requireRan(r);
+    CHECK(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+}
+
+TEST_CASE("Lesson 06 with corrupt module files fails at the first load with the driver's error and exit 1",
+          "[gpu][lesson06][fault]") {
+    requireGpu();
+    const ProgramCopy copy;
+    std::filesystem::create_directory(copy.folder / "kernels");
+    // ELF magic, then nonsense: the driver takes it for a cubin and cannot read it.
+    std::string garbage =
+        "\x7f"
+        "ELF";
+    garbage.append(252, '\xab');
+    for (const char* file : kModuleFiles) std::ofstream(copy.folder / "kernels" / file, std::ios::binary) << garbage;
+    const RunResult r = run(copy.program.string());
+    CHECK(r.exitCode == 1);
+    CHECK(contains(r.err, "CUDA driver call failed: cuModuleLoad(&fileModule, fatbinPath.c_str())"));
+    CHECK((contains(r.err, "CUDA_ERROR_INVALID_IMAGE") || contains(r.err, "CUDA_ERROR_INVALID_PTX")));
+    CHECK_FALSE(contains(r.out, "cuModuleLoad(kernels/vector_ops.fatbin): loaded"));
+    CHECK_FALSE(contains(r.out, "Result = PASS"));
+}
+
+TEST_CASE("Lesson 06 reports the module loading mode that CUDA_MODULE_LOADING asks for", "[gpu][lesson06]") {
+    requireGpu();
+    if (driver().driverVersion() < 11070) SKIP("cuModuleGetLoadingMode needs a CUDA 11.7 driver");
+    for (const std::string mode : {"EAGER", "LAZY"}) {
+        INFO(mode);
+        RunOptions options;
+        options.setEnv["CUDA_MODULE_LOADING"] = mode;
+        const RunResult r = runLesson(kLesson, options);
+        requireRan(r);
+        CHECK(r.exitCode == 0);
+        CHECK(valueOf(r.out, "CUDA_MODULE_LOADING") == mode);
+        CHECK(valueOf(r.out, "module loading mode") == mode);
+        // Eager loading puts every kernel on the GPU inside cuModuleLoad*.
+        if (mode == "EAGER" && driver().driverVersion() >= 12040 && CUDA_VERSION >= 12040)
+            CHECK(valueOf(r.out, "emptyKernel loaded before its first launch") == "yes");
+        CHECK(valueOf(r.out, "first launch + synchronize"));
+        CHECK(valueOf(r.out, "second launch + synchronize"));
+    }
+}
+
+TEST_CASE("Lesson 06's benchmark mode prints its figures and still checks its results", "[gpu][lesson06][bench]") {
+    requireGpu();
+    RunOptions options;
+    options.args = {"--bench"};
+    options.timeoutSeconds = 300;
+    const RunResult r = runLesson(kLesson, options);
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    CHECK(valueOf(r.out, "CUDA_MODULE_LOADING") == "EAGER");
+    if (!contains(r.out, "section vector add bench: SKIP")) {
+        CHECK(contains(r.out, "bench: vector add 256 Mi floats = "));
+        CHECK(valueOf(r.out, "vector add 256 Mi floats result") == "exact");
+    }
+    CHECK(valueOf(r.out, "runtime used the lesson's primary context") == "yes");
+    CHECK(contains(r.out, "bench: cuLaunchKernel empty kernel = "));
+    CHECK(contains(r.out, "bench: runtime <<<>>> empty kernel = "));
+    CHECK(contains(r.out, "bench: launch cost driver / runtime = "));
+    CHECK(contains(r.out, "bench: module load PTX (JIT, cache off) = "));
+    CHECK(contains(r.out, "bench: module load fatbin = "));
+}
+
+// ---------------------------------------------------------------------------
+// GPU: the same driver behaviour, checked directly through the dlopen'ed driver.
+
+TEST_CASE("The driver rejects PTX with an unknown instruction as CUDA_ERROR_INVALID_PTX, naming the line",
+          "[gpu][lesson06]") {
+    requireGpu();
+    const CurrentPrimaryContext current;
+    const std::string ptx =
+        ".version 7.0\n.target sm_75\n.address_size 64\n\n"
+        ".visible .entry negate(.param .u64 p)\n{\n    .reg .b64 %rd<2>;\n    .reg .f32 %f<3>;\n"
+        "    ld.param.u64 %rd1, [p];\n    cvta.to.global.u64 %rd1, %rd1;\n    ld.global.f32 %f1, [%rd1];\n"
+        "    negg.f32 %f2, %f1;\n    st.global.f32 [%rd1], %f2;\n    ret;\n}\n";
+    int badLine = 1;
+    for (std::size_t i = 0; i < ptx.find("negg"); ++i) badLine += ptx[i] == '\n';
+    CUmodule module = nullptr;
+    std::string log;
+    const CUresult result = loadWithErrorLog(ptx, &module, log);
+    CHECK(driver().nameOf(result) == "CUDA_ERROR_INVALID_PTX");
+    CHECK(contains(log, "line " + std::to_string(badLine)));
+    CHECK(contains(log, "negg"));
+    if (result == CUDA_SUCCESS) DRIVER_FUNCTION(driver(), cuModuleUnload)(module);
+}
+
+TEST_CASE("cuFuncGetParamInfo reports the offsets that lesson 06's parameter buffer computes", "[gpu][lesson06]") {
+    requireGpu();
+#if CUDA_VERSION >= 12040
+    if (driver().driverVersion() < 12040) SKIP("cuFuncGetParamInfo needs a CUDA 12.4 driver");
+    const CurrentPrimaryContext current;
+    auto loadData = DRIVER_FUNCTION(driver(), cuModuleLoadData);
+    auto getFunction = DRIVER_FUNCTION(driver(), cuModuleGetFunction);
+    auto paramInfo = DRIVER_FUNCTION(driver(), cuFuncGetParamInfo);
+    auto unload = DRIVER_FUNCTION(driver(), cuModuleUnload);
+    REQUIRE((loadData && getFunction && paramInfo && unload));
+    const std::string ptx = readText(moduleDir() + "/vector_ops.ptx");
+    REQUIRE_FALSE(ptx.empty());
+    CUmodule module = nullptr;
+    REQUIRE(loadData(&module, ptx.c_str()) == CUDA_SUCCESS);
+    CUfunction echo = nullptr;
+    REQUIRE(getFunction(&echo, module, "echoParams") == CUDA_SUCCESS);
+
+    lesson06::ParamBuffer buffer;
+    const std::array<std::size_t, 5> offsets = {buffer.add(1.0f), buffer.add(float4{}), buffer.add(FloatAndFloat4{}),
+                                                buffer.add(0), buffer.add(CUdeviceptr{})};
+    const std::array<std::size_t, 5> sizes = {sizeof(float), sizeof(float4), sizeof(FloatAndFloat4), sizeof(int),
+                                              sizeof(CUdeviceptr)};
+    for (std::size_t i = 0; i < offsets.size(); ++i) {
+        INFO("parameter " << i);
+        std::size_t offset = 0;
+        std::size_t size = 0;
+        REQUIRE(paramInfo(echo, i, &offset, &size) == CUDA_SUCCESS);
+        CHECK(offset == offsets[i]);
+        CHECK(size == sizes[i]);
+    }
+    // One past the last parameter is not a parameter.
+    std::size_t offset = 0;
+    CHECK(paramInfo(echo, offsets.size(), &offset, nullptr) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(unload(module) == CUDA_SUCCESS);
+#else
+    SKIP("compiled with a cuda.h older than 12.4: no cuFuncGetParamInfo");
+#endif
+}
+
+TEST_CASE("A kernel launched through a parameter buffer reads the __constant__ written with cuModuleGetGlobal",
+          "[gpu][lesson06]") {
+    requireGpu();
+    const CurrentPrimaryContext current;
+    auto loadData = DRIVER_FUNCTION(driver(), cuModuleLoadData);
+    auto getFunction = DRIVER_FUNCTION(driver(), cuModuleGetFunction);
+    auto getGlobal = DRIVER_FUNCTION(driver(), cuModuleGetGlobal);
+    auto memAlloc = DRIVER_FUNCTION(driver(), cuMemAlloc);
+    auto memFree = DRIVER_FUNCTION(driver(), cuMemFree);
+    auto copyIn = DRIVER_FUNCTION(driver(), cuMemcpyHtoD);
+    auto copyOut = DRIVER_FUNCTION(driver(), cuMemcpyDtoH);
+    auto launch = DRIVER_FUNCTION(driver(), cuLaunchKernel);
+    auto synchronize = DRIVER_FUNCTION(driver(), cuCtxSynchronize);
+    auto unload = DRIVER_FUNCTION(driver(), cuModuleUnload);
+    REQUIRE((loadData && getFunction && getGlobal && memAlloc && memFree && copyIn && copyOut && launch &&
+             synchronize && unload));
+
+    const std::string fatbin = readText(moduleDir() + "/vector_ops.fatbin");
+    REQUIRE_FALSE(fatbin.empty());
+    CUmodule module = nullptr;
+    REQUIRE(loadData(&module, fatbin.data()) == CUDA_SUCCESS);
+    CUfunction scaleByGlobal = nullptr;
+    REQUIRE(getFunction(&scaleByGlobal, module, "scaleByGlobal") == CUDA_SUCCESS);
+    CUdeviceptr scaleAddress = 0;
+    std::size_t scaleBytes = 0;
+    REQUIRE(getGlobal(&scaleAddress, &scaleBytes, module, "gScale") == CUDA_SUCCESS);
+    CHECK(scaleBytes == sizeof(float));
+    const float scale = -0.5f;
+    REQUIRE(copyIn(scaleAddress, &scale, sizeof(scale)) == CUDA_SUCCESS);
+
+    constexpr int kCount = 37;
+    std::vector<float> input(kCount);
+    for (int i = 0; i < kCount; ++i) input[i] = 1.0f + static_cast<float>(i) / 8.0f;
+    CUdeviceptr in = 0;
+    CUdeviceptr out = 0;
+    REQUIRE(memAlloc(&in, kCount * sizeof(float)) == CUDA_SUCCESS);
+    REQUIRE(memAlloc(&out, kCount * sizeof(float)) == CUDA_SUCCESS);
+    REQUIRE(copyIn(in, input.data(), kCount * sizeof(float)) == CUDA_SUCCESS);
+
+    lesson06::ParamBuffer buffer;
+    buffer.add(in);
+    buffer.add(out);
+    buffer.add(kCount);
+    std::size_t size = buffer.size();
+    CHECK(size == 20);  // 8 + 8 + 4: the end of the last parameter, no tail padding
+    // The same bytes followed by the tail padding a struct { const float*; float*; int; } would have.
+    std::size_t paddedSize = 24;
+    std::vector<unsigned char> paddedBuffer(paddedSize, 0);
+    std::memcpy(paddedBuffer.data(), buffer.data(), size);
+    void* padded[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, paddedBuffer.data(), CU_LAUNCH_PARAM_BUFFER_SIZE, &paddedSize,
+                      CU_LAUNCH_PARAM_END};
+    CHECK(launch(scaleByGlobal, 1, 1, 1, 64, 1, 1, 0, nullptr, nullptr, padded) != CUDA_SUCCESS);
+    void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffer.data(), CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                     CU_LAUNCH_PARAM_END};
+    CHECK(launch(scaleByGlobal, 1, 1, 1, 64, 1, 1, 0, nullptr, nullptr, extra) == CUDA_SUCCESS);
+    CHECK(synchronize() == CUDA_SUCCESS);
+    std::vector<float> output(kCount, 0.0f);
+    CHECK(copyOut(output.data(), out, kCount * sizeof(float)) == CUDA_SUCCESS);
+    for (int i = 0; i < kCount; ++i) CHECK(output[i] == scale * input[i]);
+
+    CHECK(memFree(out) == CUDA_SUCCESS);
+    CHECK(memFree(in) == CUDA_SUCCESS);
+    CHECK(unload(module) == CUDA_SUCCESS);
+}
+
+TEST_CASE("cuLink resolves the extern device function that loading the calling PTX alone cannot", "[gpu][lesson06]") {
+    requireGpu();
+    const CurrentPrimaryContext current;
+    auto linkCreate = DRIVER_FUNCTION(driver(), cuLinkCreate);
+    auto linkAddData = DRIVER_FUNCTION(driver(), cuLinkAddData);
+    auto linkComplete = DRIVER_FUNCTION(driver(), cuLinkComplete);
+    auto linkDestroy = DRIVER_FUNCTION(driver(), cuLinkDestroy);
+    auto loadData = DRIVER_FUNCTION(driver(), cuModuleLoadData);
+    auto getFunction = DRIVER_FUNCTION(driver(), cuModuleGetFunction);
+    auto unload = DRIVER_FUNCTION(driver(), cuModuleUnload);
+    REQUIRE((linkCreate && linkAddData && linkComplete && linkDestroy && loadData && getFunction && unload));
+    std::string caller = readText(moduleDir() + "/link_main.ptx");
+    std::string helper = readText(moduleDir() + "/link_helper.ptx");
+    REQUIRE_FALSE(caller.empty());
+    REQUIRE_FALSE(helper.empty());
+
+    CUmodule alone = nullptr;
+    std::string log;
+    const CUresult aloneResult = loadWithErrorLog(caller, &alone, log);
+    CHECK(aloneResult != CUDA_SUCCESS);
+    CHECK(contains(log, "linkedTransform"));
+    if (aloneResult == CUDA_SUCCESS) unload(alone);
+
+    CUlinkState link = nullptr;
+    REQUIRE(linkCreate(0, nullptr, nullptr, &link) == CUDA_SUCCESS);
+    CHECK(linkAddData(link, CU_JIT_INPUT_PTX, caller.data(), caller.size() + 1, "link_main.ptx", 0, nullptr, nullptr) ==
+          CUDA_SUCCESS);
+    CHECK(linkAddData(link, CU_JIT_INPUT_PTX, helper.data(), helper.size() + 1, "link_helper.ptx", 0, nullptr,
+                      nullptr) == CUDA_SUCCESS);
+    void* cubin = nullptr;
+    std::size_t cubinBytes = 0;
+    CUmodule linked = nullptr;
+    const CUresult completed = linkComplete(link, &cubin, &cubinBytes);
+    CHECK(completed == CUDA_SUCCESS);
+    if (completed == CUDA_SUCCESS) {
+        CHECK(cubinBytes > 0);
+        CHECK(loadData(&linked, cubin) == CUDA_SUCCESS);
+    }
+    CHECK(linkDestroy(link) == CUDA_SUCCESS);
+    if (linked != nullptr) {
+        CUfunction applyLinked = nullptr;
+        CHECK(getFunction(&applyLinked, linked, "applyLinked") == CUDA_SUCCESS);
+        CHECK(unload(linked) == CUDA_SUCCESS);
+    }
+}

@@ -1,0 +1,194 @@
+#include <catch2/catch_test_macros.hpp>
+
+#include <string>
+#include <thread>
+
+#include "tests/harness.h"
+
+using namespace harness;
+
+namespace {
+const std::string kLesson = "07-runtime-interop";
+}
+
+TEST_CASE("Lesson 07's runtime calls run in the context the driver made current", "[gpu][lesson07]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    REQUIRE(r.exitCode == 0);
+    REQUIRE(contains(r.out, "Result = PASS"));
+    CHECK(valueOf(r.out, "cudaGetDevice") == "0");
+    CHECK(valueOf(r.out, "cudaMalloc memory belongs to") == "driver context");
+    CHECK(valueOf(r.out, "current context after runtime calls") == "driver context (unchanged)");
+    CHECK(valueOf(r.out, "current context after cublasCreate") == "driver context (unchanged)");
+}
+
+TEST_CASE("Lesson 07's runtime uses the primary context on a thread with no current context", "[gpu][lesson07]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    REQUIRE(r.exitCode == 0);
+    CHECK(valueOf(r.out, "worker thread, current context at start") == "none");
+    CHECK(valueOf(r.out, "worker thread, current context after cudaSetDevice + cudaFree(0)") ==
+          "primary context (same handle as cuDevicePrimaryCtxRetain)");
+    CHECK(valueOf(r.out, "worker thread, same as the main thread's driver context") == "no");
+    CHECK(valueOf(r.out, "primary context active") == "yes");
+    CHECK(valueOf(r.out, "main thread, current context") == "driver context (unchanged)");
+}
+
+TEST_CASE("Lesson 07 moves memory both ways and shares one stream and its events", "[gpu][lesson07]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    REQUIRE(r.exitCode == 0);
+    CHECK(valueOf(r.out, "CUstream is cudaStream_t") == "yes (same type)");
+    CHECK(valueOf(r.out, "CUevent is cudaEvent_t") == "yes (same type)");
+    // The kernel was launched by the runtime on the driver's stream, between driver copies;
+    // the events around it were recorded by the driver and timed by the runtime.
+    CHECK(valueOf(r.out, "<<<>>> kernel on cuMemAlloc memory") == "4096 of 4096 correct");
+    CHECK(valueOf(r.out, "kernel time (cuEventRecord, cudaEventElapsedTime)"));
+    CHECK(valueOf(r.out, "cublasSaxpy on cuMemAlloc memory") == "4096 of 4096 correct");
+    CHECK(valueOf(r.out, "cuMemcpyDtoH from cudaMalloc memory") == "4096 of 4096 correct");
+    CHECK(valueOf(r.out, "current context after cuCtxDestroy") == "none");
+}
+
+TEST_CASE("Lesson 07 shows cudaDeviceReset wiping state of a primary context the driver code retained",
+          "[gpu][lesson07]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    REQUIRE(r.exitCode == 0);
+    CHECK(valueOf(r.out, "current context after cuDevicePrimaryCtxRetain") ==
+          "none (retaining does not make it current)");
+    CHECK(valueOf(r.out, "cudaDeviceReset") == "done");
+    const auto afterRetain = valueOf(r.out, "driver code, after release + retain");
+    REQUIRE(afterRetain);
+    CHECK(contains(*afterRetain, "back to the default: the setting was lost"));
+    // What the driver returned in between is measured and printed, not assumed.
+    CHECK(valueOf(r.out, "driver code, cuCtxGetLimit after the reset"));
+    CHECK(valueOf(r.out, "primary context active at the end"));
+}
+
+// The same behaviours, checked directly through the driver, without the lesson.
+
+TEST_CASE("The primary context has one handle per device, and retaining it does not make it current",
+          "[gpu][lesson07]") {
+    requireGpu();
+    const course::DynamicDriver& drv = driver();
+    auto deviceGet = DRIVER_FUNCTION(drv, cuDeviceGet);
+    auto retain = DRIVER_FUNCTION(drv, cuDevicePrimaryCtxRetain);
+    auto release = DRIVER_FUNCTION(drv, cuDevicePrimaryCtxRelease);
+    auto getCurrent = DRIVER_FUNCTION(drv, cuCtxGetCurrent);
+    REQUIRE((deviceGet && retain && release && getCurrent));
+
+    // A fresh thread: nothing in this test process can have left a context current on it.
+    CUcontext first = nullptr;
+    CUcontext second = nullptr;
+    CUcontext currentAfterRetain = reinterpret_cast<CUcontext>(1);
+    CUresult results[6] = {};
+    std::thread([&] {
+        CUdevice device = 0;
+        results[0] = deviceGet(&device, 0);
+        results[1] = retain(&first, device);
+        results[2] = retain(&second, device);
+        results[3] = getCurrent(&currentAfterRetain);
+        results[4] = release(device);
+        results[5] = release(device);
+    }).join();
+    for (const CUresult result : results) CHECK(result == CUDA_SUCCESS);
+    CHECK(first != nullptr);
+    CHECK(first == second);
+    CHECK(currentAfterRetain == nullptr);
+}
+
+TEST_CASE("An allocation reports the context it was made in", "[gpu][lesson07]") {
+    requireGpu();
+    const course::DynamicDriver& drv = driver();
+    auto deviceGet = DRIVER_FUNCTION(drv, cuDeviceGet);
+    auto retain = DRIVER_FUNCTION(drv, cuDevicePrimaryCtxRetain);
+    auto release = DRIVER_FUNCTION(drv, cuDevicePrimaryCtxRelease);
+    auto push = DRIVER_FUNCTION(drv, cuCtxPushCurrent);
+    auto pop = DRIVER_FUNCTION(drv, cuCtxPopCurrent);
+    auto memAlloc = DRIVER_FUNCTION(drv, cuMemAlloc);
+    auto memFree = DRIVER_FUNCTION(drv, cuMemFree);
+    auto pointerGetAttribute = DRIVER_FUNCTION(drv, cuPointerGetAttribute);
+    REQUIRE((deviceGet && retain && release && push && pop && memAlloc && memFree && pointerGetAttribute));
+
+    CUdevice device = 0;
+    REQUIRE(deviceGet(&device, 0) == CUDA_SUCCESS);
+    CUcontext primary = nullptr;
+    REQUIRE(retain(&primary, device) == CUDA_SUCCESS);
+    REQUIRE(push(primary) == CUDA_SUCCESS);
+    CUdeviceptr buffer = 0;
+    const CUresult allocated = memAlloc(&buffer, 4096);
+    CUcontext owner = nullptr;
+    const CUresult queried =
+        allocated == CUDA_SUCCESS ? pointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, buffer) : allocated;
+    const CUresult freed = allocated == CUDA_SUCCESS ? memFree(buffer) : allocated;
+    CUcontext popped = nullptr;
+    CHECK(pop(&popped) == CUDA_SUCCESS);
+    CHECK(release(device) == CUDA_SUCCESS);
+
+    CHECK(allocated == CUDA_SUCCESS);
+    CHECK(queried == CUDA_SUCCESS);
+    CHECK(freed == CUDA_SUCCESS);
+    CHECK(owner == primary);
+    CHECK(popped == primary);
+}
+
+TEST_CASE("Resetting the primary context wipes its settings although it is still retained", "[gpu][lesson07]") {
+    // cudaDeviceReset resets the primary context the way cuDevicePrimaryCtxReset does;
+    // the test process has no runtime, so it uses the driver's call.
+    requireGpu();
+    const course::DynamicDriver& drv = driver();
+    auto deviceGet = DRIVER_FUNCTION(drv, cuDeviceGet);
+    auto retain = DRIVER_FUNCTION(drv, cuDevicePrimaryCtxRetain);
+    auto release = DRIVER_FUNCTION(drv, cuDevicePrimaryCtxRelease);
+    auto reset = DRIVER_FUNCTION(drv, cuDevicePrimaryCtxReset);
+    auto getState = DRIVER_FUNCTION(drv, cuDevicePrimaryCtxGetState);
+    auto push = DRIVER_FUNCTION(drv, cuCtxPushCurrent);
+    auto pop = DRIVER_FUNCTION(drv, cuCtxPopCurrent);
+    auto setLimit = DRIVER_FUNCTION(drv, cuCtxSetLimit);
+    auto getLimit = DRIVER_FUNCTION(drv, cuCtxGetLimit);
+    REQUIRE((deviceGet && retain && release && reset && getState && push && pop && setLimit && getLimit));
+
+    CUdevice device = 0;
+    REQUIRE(deviceGet(&device, 0) == CUDA_SUCCESS);
+    CUcontext primary = nullptr;
+    REQUIRE(retain(&primary, device) == CUDA_SUCCESS);
+    REQUIRE(push(primary) == CUDA_SUCCESS);
+    size_t defaultFifo = 0;
+    CHECK(getLimit(&defaultFifo, CU_LIMIT_PRINTF_FIFO_SIZE) == CUDA_SUCCESS);
+    CHECK(setLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 2 * defaultFifo) == CUDA_SUCCESS);
+    CUcontext popped = nullptr;
+    CHECK(pop(&popped) == CUDA_SUCCESS);
+
+    CHECK(reset(device) == CUDA_SUCCESS);
+    unsigned int flags = 0;
+    int active = 1;
+    CHECK(getState(device, &flags, &active) == CUDA_SUCCESS);
+    CHECK(active == 0);
+
+    // The old reference is still counted: release it, retain again, read the setting.
+    CHECK(release(device) == CUDA_SUCCESS);
+    CUcontext again = nullptr;
+    REQUIRE(retain(&again, device) == CUDA_SUCCESS);
+    REQUIRE(push(again) == CUDA_SUCCESS);
+    size_t fifoAfterReset = 0;
+    CHECK(getLimit(&fifoAfterReset, CU_LIMIT_PRINTF_FIFO_SIZE) == CUDA_SUCCESS);
+    CHECK(pop(&popped) == CUDA_SUCCESS);
+    CHECK(release(device) == CUDA_SUCCESS);
+    CHECK(fifoAfterReset == defaultFifo);
+}
+
+TEST_CASE("Lesson 07 against NVIDIA's stub libcuda stops at cuInit, before any runtime call",
+          "[cpu][lesson07][fault]") {
+    const RunResult r = runAgainstStub(kLesson);
+    CHECK(r.exitCode == 1);
+    CHECK(contains(r.err, "CUDA driver call failed: cuInit(0)"));
+    CHECK(contains(r.err, "CUDA_ERROR_STUB_LIBRARY (code 34)"));
+    CHECK_FALSE(contains(r.err, "CUDA runtime call failed"));
+    CHECK_FALSE(contains(r.out, "Result = PASS"));
+}
+
+TEST_CASE("Lesson 07 rejects an unknown argument with a usage line and exit 2", "[cpu][lesson07]") {
+    const RunResult r = runAgainstStub(kLesson, {"--bogus"});
+    CHECK(r.exitCode == 2);
+    CHECK(contains(r.err, "usage:"));
+}
