@@ -5,6 +5,7 @@
 #   *.cu               runtime-API code linked into that program (nvcc -c, links cudart)
 #   kernels/*.cu       device code for the Driver API     -> build/NN-topic/kernels/NAME.{ptx,cubin,fatbin}
 #   standalone/*.cpp   extra programs that do NOT link libcuda -> build/NN-topic/NAME
+#   sanitizer-TOOL.args optional extra compute-sanitizer options for one tool (make sanitize)
 #   lesson.mk          optional settings, each prefixed with the folder name, e.g. 07-runtime-interop_LDLIBS:
 #                        _LDLIBS        extra libraries (-lcublas)
 #                        _CXXFLAGS      extra host compiler flags

@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -78,8 +77,7 @@ int main(int argc, char** argv) {
     if (!course::parseArguments(argc, argv, {"--bench"}, {"--device"}, "[--device N] [--bench]", args))
         return course::kExitUsage;
     const bool bench = args.has("--bench");
-    // Out-of-range values become ordinals no device has, so cuDeviceGet rejects them.
-    const int ordinal = static_cast<int>(std::clamp<long long>(args.valueOr("--device", 0), -1, INT_MAX));
+    const int ordinal = args.deviceOrdinal();
 
     course::printStep(1, "initialise and pick the device");
     CHECK_DRIVER(cuInit(0));

@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
     }
     const size_t bytes = static_cast<size_t>(requestedSize);
     const bool bench = args.has("--bench");
-    const int ordinal = static_cast<int>(args.valueOr("--device", 0));
+    const int ordinal = args.deviceOrdinal();
 
     // Step 1: the device, and what it says about addressing host memory.
     course::printStep(1, "initialise the driver and pick the device");

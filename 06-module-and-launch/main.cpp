@@ -242,7 +242,7 @@ int main(int argc, char** argv) {
     if (!course::parseArguments(argc, argv, {"--bench"}, {"--device"}, "[--device N] [--bench]", args))
         return course::kExitUsage;
     const bool bench = args.has("--bench");
-    const int ordinal = static_cast<int>(args.valueOr("--device", 0));
+    const int ordinal = args.deviceOrdinal();
 
     // Step 1: the module files sit next to the executable (build/06-module-and-launch/kernels/),
     // found through /proc/self/exe, so the program works from any working directory. They are
@@ -491,6 +491,17 @@ int main(int argc, char** argv) {
         std::printf("saxpy worst error / (|a*x| + |y|): %.2e (tolerance %.0e)\n", worst, kSaxpyTolerance);
         std::printf("saxpy within tolerance: %s\n", worst <= kSaxpyTolerance ? "yes" : "NO");
         pass = worst <= kSaxpyTolerance && pass;
+
+        // A launch shape the function cannot take: one thread more per block than
+        // CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK. The driver refuses it at cuLaunchKernel,
+        // before anything runs, so y is untouched.
+        int saxpyMaxThreads = 0;
+        CHECK_DRIVER(cuFuncGetAttribute(&saxpyMaxThreads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, saxpy));
+        const CUresult tooWide = REPORT_DRIVER(
+            cuLaunchKernel(saxpy, 1, 1, 1, saxpyMaxThreads + 1, 1, 1, 0, nullptr, params, nullptr));
+        std::printf("cuLaunchKernel with %d threads per block (max %d): %s\n", saxpyMaxThreads + 1,
+                    saxpyMaxThreads, course::driverErrorName(tooWide));
+        pass = tooWide == CUDA_ERROR_INVALID_VALUE && pass;
         CHECK_DRIVER(cuMemcpyHtoD(y, hostY.data(), kBytes));  // restore y for later steps
     }
 
@@ -605,8 +616,8 @@ int main(int argc, char** argv) {
 
     // Step 8: PTX the JIT cannot compile. The load fails with CUDA_ERROR_INVALID_PTX and the
     // error log names the PTX line, the one thing that makes such failures debuggable: always
-    // pass CU_JIT_ERROR_LOG_BUFFER when you load PTX.
-    course::printStep(8, "a broken PTX and its error log");
+    // pass CU_JIT_ERROR_LOG_BUFFER when you load PTX. Then PTX newer than the driver.
+    course::printStep(8, "PTX the JIT refuses: a typo, and a version from the future");
     {
         const int offendingLine = lineOf(kBrokenPtx, "mull.f32");
         std::printf("broken PTX offending line: %d\n", offendingLine);
@@ -621,6 +632,19 @@ int main(int argc, char** argv) {
         std::printf("error log names line %d: %s\n", offendingLine, namesLine ? "yes" : "NO");
         if (broken == CUDA_SUCCESS) CHECK_DRIVER(cuModuleUnload(brokenModule));
         pass = broken == CUDA_ERROR_INVALID_PTX && namesLine && pass;
+    }
+    {
+        // The same kernel, typo fixed, but declaring a PTX ISA from the future: what a driver
+        // meets when the PTX comes from a toolkit newer than itself. The JIT refuses the
+        // whole file before reading a single instruction.
+        std::string futurePtx = kBrokenPtx;
+        futurePtx.replace(futurePtx.find(".version 7.0"), 12, ".version 99.9");
+        futurePtx.replace(futurePtx.find("mull.f32"), 8, "mul.f32");
+        CUmodule futureModule = nullptr;
+        const CUresult future = REPORT_DRIVER(cuModuleLoadData(&futureModule, futurePtx.c_str()));
+        std::printf("cuModuleLoadData(PTX .version 99.9): %s\n", course::driverErrorName(future));
+        if (future == CUDA_SUCCESS) CHECK_DRIVER(cuModuleUnload(futureModule));
+        pass = future != CUDA_SUCCESS && pass;
     }
 
     // Step 9: run-time linking. link_main.ptx calls linkedTransform, which only

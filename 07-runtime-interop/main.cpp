@@ -87,7 +87,7 @@ const char* yesNo(bool value) {
 int main(int argc, char** argv) {
     course::Arguments args;
     if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
-    const int ordinal = static_cast<int>(args.valueOr("--device", 0));
+    const int ordinal = args.deviceOrdinal();
 
     // Step 1: the driver first, as in every lesson. The runtime needs no init call:
     // it starts itself on its first call, on top of the same libcuda.so.1.

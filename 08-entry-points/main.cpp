@@ -99,7 +99,7 @@ Function resolve(const char* symbol, int cudaVersion) {
 int main(int argc, char** argv) {
     course::Arguments args;
     if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
-    const int ordinal = static_cast<int>(args.valueOr("--device", 0));
+    const int ordinal = args.deviceOrdinal();
 
     // Step 1: the versions that decide what a lookup may ask for. A request above the
     // driver's own version cannot be answered (step 4).

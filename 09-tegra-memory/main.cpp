@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
     course::printStep(1, "device, context, kernels, stream");
     CHECK_DRIVER(cuInit(0));
     CUdevice device = 0;
-    CHECK_DRIVER(cuDeviceGet(&device, static_cast<int>(args.valueOr("--device", 0))));
+    CHECK_DRIVER(cuDeviceGet(&device, args.deviceOrdinal()));
     char name[256] = {};
     CHECK_DRIVER(cuDeviceGetName(name, sizeof(name), device));
     std::printf("device name: %s\n", name);

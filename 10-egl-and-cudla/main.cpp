@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
     course::printStep(1, "device, context, kernels, streams");
     CHECK_DRIVER(cuInit(0));
     CUdevice device = 0;
-    CHECK_DRIVER(cuDeviceGet(&device, static_cast<int>(args.valueOr("--device", 0))));
+    CHECK_DRIVER(cuDeviceGet(&device, args.deviceOrdinal()));
     char name[256] = {};
     CHECK_DRIVER(cuDeviceGetName(name, sizeof(name), device));
     std::printf("device name: %s\n", name);
@@ -129,6 +129,12 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuStreamCreate(&consumerStream, CU_STREAM_NON_BLOCKING));
     CUdeviceptr checkResult = 0;  // checkFrame's {frame number, mismatched pixels}
     CHECK_DRIVER(cuMemAlloc(&checkResult, 2 * sizeof(unsigned int)));
+    // The consumer's own copy of each frame it acquires: copying out lets it hand the frame
+    // back to the stream at once, and the check then reads memory this program wrote (tools
+    // such as compute-sanitizer's initcheck cannot see the stream's internal copies).
+    constexpr size_t kCopyPitch = kFrameWidth * 4;  // ARGB, 4 bytes a pixel
+    CUdeviceptr consumerCopy = 0;
+    CHECK_DRIVER(cuMemAlloc(&consumerCopy, kCopyPitch * kFrameHeight));
 
     // Step 2: the CUDA side of EGL interop, resolved from the driver at run time.
     course::printStep(2, "resolve the CUDA-EGL entry points with cuGetProcAddress");
@@ -305,8 +311,8 @@ int main(int argc, char** argv) {
                                     params, nullptr));
         CHECK_DRIVER(producerPresentFrame(&ends.producer, frame, &producerStream));
     };
-    // Consumer side: acquire (the GPU waits for the producer's kernel), check with a
-    // kernel, release. Nothing within `timeoutUs` is an answer too: std::nullopt.
+    // Consumer side: acquire (the GPU waits for the producer's kernel), copy the frame out,
+    // release it, check the copy. Nothing within `timeoutUs` is an answer too: std::nullopt.
     struct Consumed {
         unsigned int frameNumber;
         unsigned int mismatches;
@@ -319,13 +325,23 @@ int main(int argc, char** argv) {
         CHECK_DRIVER(acquireResult);
         Consumed seen{};
         CHECK_DRIVER(getMappedEglFrame(&seen.frame, resource, 0, 0));
+        CUDA_MEMCPY2D copy{};
+        copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+        copy.srcDevice = reinterpret_cast<std::uintptr_t>(seen.frame.frame.pPitch[0]);
+        copy.srcPitch = seen.frame.pitch;
+        copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+        copy.dstDevice = consumerCopy;
+        copy.dstPitch = kCopyPitch;
+        copy.WidthInBytes = kCopyPitch;
+        copy.Height = kFrameHeight;
+        CHECK_DRIVER(cuMemcpy2DAsync(&copy, consumerStream));
+        // Released right after the copy is enqueued: the release is ordered after it on the stream.
+        CHECK_DRIVER(consumerReleaseFrame(&ends.consumer, resource, &consumerStream));
         CHECK_DRIVER(cuMemsetD32Async(checkResult, 0, 2, consumerStream));
-        CUdeviceptr base = reinterpret_cast<std::uintptr_t>(seen.frame.frame.pPitch[0]);
-        unsigned int pitch = seen.frame.pitch, width = seen.frame.width, height = seen.frame.height;
-        void* params[] = {&base, &pitch, &width, &height, &checkResult};
+        unsigned int pitch = static_cast<unsigned int>(kCopyPitch), width = kFrameWidth, height = kFrameHeight;
+        void* params[] = {&consumerCopy, &pitch, &width, &height, &checkResult};
         CHECK_DRIVER(cuLaunchKernel(checkFrame, (width + 15) / 16, (height + 15) / 16, 1, 16, 16, 1, 0, consumerStream,
                                     params, nullptr));
-        CHECK_DRIVER(consumerReleaseFrame(&ends.consumer, resource, &consumerStream));
         CHECK_DRIVER(cuStreamSynchronize(consumerStream));
         unsigned int result[2] = {};
         CHECK_DRIVER(cuMemcpyDtoH(result, checkResult, sizeof(result)));
@@ -689,6 +705,7 @@ int main(int argc, char** argv) {
     course::printStep(12, "release and check");
     if (display != EGL_NO_DISPLAY && !eglTerminate(display)) reportEglError("eglTerminate(display)");
     eglReleaseThread();  // frees this thread's EGL state (current API, last error)
+    CHECK_DRIVER(cuMemFree(consumerCopy));
     CHECK_DRIVER(cuMemFree(checkResult));
     CHECK_DRIVER(cuStreamDestroy(consumerStream));
     CHECK_DRIVER(cuStreamDestroy(producerStream));

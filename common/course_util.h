@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -69,6 +70,12 @@ struct Arguments {
     long long valueOr(const std::string& option, long long fallback) const {
         const auto it = values.find(option);
         return it == values.end() ? fallback : it->second;
+    }
+    // --device N (default 0). A value outside int becomes -1, an ordinal no device has,
+    // so cuDeviceGet rejects it instead of a cast wrapping it onto a real device.
+    int deviceOrdinal() const {
+        const long long value = valueOr("--device", 0);
+        return value < INT_MIN || value > INT_MAX ? -1 : static_cast<int>(value);
     }
 };
 

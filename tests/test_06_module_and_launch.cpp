@@ -562,3 +562,22 @@ TEST_CASE("cuLink resolves the extern device function that loading the calling P
         CHECK(unload(linked) == CUDA_SUCCESS);
     }
 }
+
+TEST_CASE("Lesson 06 shows the driver refusing a launch wider than the function allows and PTX from the future",
+          "[gpu][lesson06][fault]") {
+    requireGpu();
+    const RunResult r = runLesson(kLesson);
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    // An invalid launch configuration fails at cuLaunchKernel, reported through the check macro.
+    bool launchRefused = false;
+    for (const auto& line : lines(r.out))
+        launchRefused = launchRefused || (line.rfind("cuLaunchKernel with ", 0) == 0 &&
+                                          contains(line, "threads per block") &&
+                                          contains(line, ": CUDA_ERROR_INVALID_VALUE"));
+    CHECK(launchRefused);
+    CHECK(contains(r.err, "CUDA driver call failed: cuLaunchKernel(saxpy, 1, 1, 1, saxpyMaxThreads + 1"));
+    // PTX declaring an ISA newer than the driver's JIT knows.
+    CHECK(valueOf(r.out, "cuModuleLoadData(PTX .version 99.9)") == "CUDA_ERROR_UNSUPPORTED_PTX_VERSION");
+    CHECK(contains(r.err, "hint:  the PTX was made by a toolkit newer than this driver"));
+}

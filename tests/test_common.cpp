@@ -32,3 +32,14 @@ TEST_CASE("The check header gives a hint for the errors a learner meets first", 
     CHECK(course::driverErrorHint(CUDA_ERROR_OUT_OF_MEMORY) != nullptr);
     CHECK(course::driverErrorHint(CUDA_ERROR_LAUNCH_FAILED) == nullptr);
 }
+
+TEST_CASE("A --device value outside int becomes an ordinal no device has instead of wrapping", "[cpu][common]") {
+    course::Arguments args;
+    CHECK(args.deviceOrdinal() == 0);
+    args.values["--device"] = 2;
+    CHECK(args.deviceOrdinal() == 2);
+    args.values["--device"] = 4294967296LL;  // 2^32 would wrap to device 0 through a plain cast
+    CHECK(args.deviceOrdinal() == -1);
+    args.values["--device"] = -4294967296LL;
+    CHECK(args.deviceOrdinal() == -1);
+}

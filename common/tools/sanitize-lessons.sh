@@ -17,6 +17,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 failed=0
 rows=()
+notes=()
 
 for binary in "$@"; do
     lesson=$(basename "$binary")
@@ -24,6 +25,16 @@ for binary in "$@"; do
     for tool in "${tools[@]}"; do
         extra=()
         [ "$tool" = memcheck ] && extra=(--leak-check full)
+        # A lesson may add options for one tool in <lesson>/sanitizer-<tool>.args, with
+        # the reason in its comments; the table marks such cells with '*'.
+        options_file="$lesson/sanitizer-$tool.args"
+        mark=""
+        if [ -f "$options_file" ]; then
+            read -r -a from_file <<<"$(grep -v '^#' "$options_file" | tr '\n' ' ')"
+            extra+=("${from_file[@]}")
+            mark="*"
+            notes+=("$lesson $tool: ${from_file[*]} (why: $options_file)")
+        fi
         printf '\n################ %s: %s ################\n' "$lesson" "$tool"
         "$sanitizer" --tool "$tool" --report-api-errors no "${extra[@]}" --error-exitcode 99 "$binary" >"$log" 2>&1
         code=$?
@@ -41,7 +52,7 @@ for binary in "$@"; do
             { [ "$errors" != 0 ] || [ "$code" != 0 ]; } && failed=1
             [ "$code" != 0 ] && [ "$errors" = 0 ] && cell="0(exit $code)"
         fi
-        row+=$(printf ' %-10s' "$cell")
+        row+=$(printf ' %-10s' "$cell$mark")
     done
     rows+=("$row")
 done
@@ -49,4 +60,5 @@ done
 printf '\n%-24s' "lesson"; printf ' %-10s' "${tools[@]}"; printf '\n'
 printf '%s\n' "--------------------------------------------------------------------"
 printf '%s\n' "${rows[@]}"
+[ ${#notes[@]} -eq 0 ] || printf '* %s\n' "${notes[@]}"
 exit $failed
