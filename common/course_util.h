@@ -26,7 +26,9 @@ struct CudaVersion {
     int minor;
 };
 
-constexpr CudaVersion decodeCudaVersion(int encoded) { return CudaVersion{encoded / 1000, (encoded % 1000) / 10}; }
+constexpr CudaVersion decodeCudaVersion(int encoded) {
+    return CudaVersion{encoded / 1000, (encoded % 1000) / 10};
+}
 
 inline std::string formatCudaVersion(int encoded) {
     const CudaVersion v = decodeCudaVersion(encoded);
@@ -46,7 +48,9 @@ inline std::string executableDir() {
 }
 
 // A module file built next to the executable: build/NN-topic/kernels/NAME.
-inline std::string kernelPath(const std::string& fileName) { return executableDir() + "/kernels/" + fileName; }
+inline std::string kernelPath(const std::string& fileName) {
+    return executableDir() + "/kernels/" + fileName;
+}
 
 // The whole file, or nothing (and a message naming the path) when it cannot be read.
 inline std::optional<std::string> readFile(const std::string& path) {
@@ -114,6 +118,8 @@ inline bool parseArguments(int argc, char** argv, std::initializer_list<const ch
 }
 
 // Prints a step header; the numbers match the lesson README's walkthrough.
-inline void printStep(int number, const char* title) { std::printf("\n== Step %d: %s ==\n", number, title); }
+inline void printStep(int number, const char* title) {
+    std::printf("\n== Step %d: %s ==\n", number, title);
+}
 
 }  // namespace course

@@ -1,12 +1,12 @@
 #include "tests/harness.h"
 
-#include <catch2/catch_test_macros.hpp>
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -44,7 +44,9 @@ std::string lessonBinary(const std::string& lesson, const std::string& program) 
     return buildDir() + "/" + lesson + "/" + (program.empty() ? lesson : program);
 }
 
-std::string stubDriverDir() { return buildDir() + "/stub-driver"; }
+std::string stubDriverDir() {
+    return buildDir() + "/stub-driver";
+}
 
 RunResult run(const std::string& program, const RunOptions& options) {
     int outPipe[2];
@@ -77,7 +79,8 @@ RunResult run(const std::string& program, const RunOptions& options) {
     std::string* sinks[2] = {&result.out, &result.err};
     int open = 2;
     while (open > 0) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) {
             result.timedOut = true;
             kill(pid, SIGKILL);
@@ -113,8 +116,7 @@ RunResult runLesson(const std::string& lesson, const RunOptions& options, const 
     return run(lessonBinary(lesson, program), options);
 }
 
-RunResult runAgainstStub(const std::string& lesson, const std::vector<std::string>& args,
-                         const std::string& program) {
+RunResult runAgainstStub(const std::string& lesson, const std::vector<std::string>& args, const std::string& program) {
     RunOptions options;
     options.args = args;
     options.setEnv["LD_LIBRARY_PATH"] = stubDriverDir();
@@ -159,6 +161,8 @@ std::vector<std::string> valuesOf(const std::string& text, const std::string& la
     return values;
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+}
 
 }  // namespace harness

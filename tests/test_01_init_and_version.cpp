@@ -27,8 +27,8 @@ TEST_CASE("Lesson 01 reports a driver at least as new as its major version and a
     CHECK(reported == driver().driverVersion());
     // Minor-version compatibility: the driver's major version must reach the toolkit's.
     CHECK(course::decodeCudaVersion(reported).major >= course::decodeCudaVersion(CUDA_VERSION).major);
-    CHECK(valueOf(r.out, "compiled with cuda.h") == course::formatCudaVersion(CUDA_VERSION) + " (CUDA_VERSION = " +
-                                                       std::to_string(CUDA_VERSION) + ")");
+    CHECK(valueOf(r.out, "compiled with cuda.h") ==
+          course::formatCudaVersion(CUDA_VERSION) + " (CUDA_VERSION = " + std::to_string(CUDA_VERSION) + ")");
 
     const auto count = valueOf(r.out, "device count");
     REQUIRE(count);

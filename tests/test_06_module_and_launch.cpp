@@ -572,9 +572,9 @@ TEST_CASE("Lesson 06 shows the driver refusing a launch wider than the function 
     // An invalid launch configuration fails at cuLaunchKernel, reported through the check macro.
     bool launchRefused = false;
     for (const auto& line : lines(r.out))
-        launchRefused = launchRefused || (line.rfind("cuLaunchKernel with ", 0) == 0 &&
-                                          contains(line, "threads per block") &&
-                                          contains(line, ": CUDA_ERROR_INVALID_VALUE"));
+        launchRefused =
+            launchRefused || (line.rfind("cuLaunchKernel with ", 0) == 0 && contains(line, "threads per block") &&
+                              contains(line, ": CUDA_ERROR_INVALID_VALUE"));
     CHECK(launchRefused);
     CHECK(contains(r.err, "CUDA driver call failed: cuLaunchKernel(saxpy, 1, 1, 1, saxpyMaxThreads + 1"));
     // PTX declaring an ISA newer than the driver's JIT knows.

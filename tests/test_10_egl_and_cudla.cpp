@@ -135,4 +135,3 @@ TEST_CASE("The CUDA-EGL entry points the lesson reports match what cuGetProcAddr
         CHECK(driver().get<void*>("cuEventCreateFromEGLSync") == nullptr);
     }
 }
-

@@ -17,8 +17,7 @@ TEST_CASE("CUDA version numbers decode as 1000 * major + 10 * minor", "[cpu][com
     CHECK(course::formatCudaVersion(11040) == "11.4");
 }
 
-TEST_CASE("The check header names the codes a driverless machine produces without asking the driver",
-          "[cpu][common]") {
+TEST_CASE("The check header names the codes a driverless machine produces without asking the driver", "[cpu][common]") {
     CHECK(std::strcmp(course::fallbackErrorName(CUDA_ERROR_STUB_LIBRARY), "CUDA_ERROR_STUB_LIBRARY") == 0);
     CHECK(static_cast<int>(CUDA_ERROR_STUB_LIBRARY) == 34);
     CHECK(std::strcmp(course::fallbackErrorName(CUDA_ERROR_NO_DEVICE), "CUDA_ERROR_NO_DEVICE") == 0);

@@ -49,16 +49,15 @@ std::string normalise(const std::string& line) {
     return result;
 }
 
-const char* const kEnglishSections[] = {"## Goal",        "## Concepts",        "## API calls introduced",
-                                        "## Walkthrough", "## Run it",          "## Expected output",
+const char* const kEnglishSections[] = {"## Goal",        "## Concepts", "## API calls introduced",
+                                        "## Walkthrough", "## Run it",   "## Expected output",
                                         "## Pitfalls",    "## Exercises"};
 const char* const kChineseSections[] = {"## 目标", "## 概念",     "## 引入的 API", "## 代码走读",
                                         "## 运行", "## 预期输出", "## 常见陷阱",   "## 练习"};
 
 }  // namespace
 
-TEST_CASE("Every lesson has an English and a Chinese README with the template's sections in order",
-          "[cpu][docs]") {
+TEST_CASE("Every lesson has an English and a Chinese README with the template's sections in order", "[cpu][docs]") {
     const auto folders = lessonFolders();
     REQUIRE(folders.size() >= 2);
     for (const auto& folder : folders) {

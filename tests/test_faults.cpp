@@ -12,14 +12,17 @@ using namespace harness;
 namespace {
 
 // Killed by a signal (a crash) or by the harness's timeout (a hang)?
-bool crashedOrHung(const RunResult& r) { return r.timedOut || r.exitCode >= 128; }
+bool crashedOrHung(const RunResult& r) {
+    return r.timedOut || r.exitCode >= 128;
+}
 
-bool takesDeviceOption(const std::string& lesson) { return lesson >= "03"; }
+bool takesDeviceOption(const std::string& lesson) {
+    return lesson >= "03";
+}
 
 }  // namespace
 
-TEST_CASE("Every lesson run against NVIDIA's stub library names CUDA_ERROR_STUB_LIBRARY and exits 1",
-          "[cpu][faults]") {
+TEST_CASE("Every lesson run against NVIDIA's stub library names CUDA_ERROR_STUB_LIBRARY and exits 1", "[cpu][faults]") {
     for (const auto& lesson : lessonFolders()) {
         INFO(lesson);
         RunOptions options;

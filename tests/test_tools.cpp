@@ -76,8 +76,7 @@ TEST_CASE("make help lists every target, one line each", "[cpu][tools]") {
         CHECK(contains(r.out, target));
 }
 
-TEST_CASE("The lesson runner's table shows PASS, SKIP with its reason, and FAIL, and fails the run",
-          "[cpu][tools]") {
+TEST_CASE("The lesson runner's table shows PASS, SKIP with its reason, and FAIL, and fails the run", "[cpu][tools]") {
     const std::string pass = fakeLesson("fake-pass", "echo 'Result = PASS'; exit 0");
     const std::string skip = fakeLesson("fake-skip", "echo 'Result = SKIP (needs a Jetson DLA)'; exit 77");
     const std::string fail = fakeLesson("fake-fail", "echo 'Result = FAIL'; exit 1");
