@@ -140,6 +140,23 @@ void requireRan(const RunResult& result) {
     SKIP("lesson exited 77: " << why);
 }
 
+CurrentPrimaryContext::CurrentPrimaryContext() {
+    auto deviceGet = DRIVER_FUNCTION(driver(), cuDeviceGet);
+    auto retain = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxRetain);
+    auto setCurrent = DRIVER_FUNCTION(driver(), cuCtxSetCurrent);
+    REQUIRE(deviceGet);
+    REQUIRE(retain);
+    REQUIRE(setCurrent);
+    REQUIRE(deviceGet(&device_, 0) == CUDA_SUCCESS);
+    REQUIRE(retain(&context_, device_) == CUDA_SUCCESS);
+    REQUIRE(setCurrent(context_) == CUDA_SUCCESS);
+}
+
+CurrentPrimaryContext::~CurrentPrimaryContext() {
+    if (auto setCurrent = DRIVER_FUNCTION(driver(), cuCtxSetCurrent)) setCurrent(nullptr);
+    if (auto release = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxRelease)) release(device_);
+}
+
 std::vector<std::string> lines(const std::string& text) {
     std::vector<std::string> result;
     std::istringstream stream(text);

@@ -57,6 +57,22 @@ void requireGpu();
 // SKIPs when a lesson exited 77 (its "Result = SKIP (...)" line gives the reason).
 void requireRan(const RunResult& result);
 
+// The primary context of device 0, retained and current on this thread for one test;
+// made not current and released when the test ends.
+class CurrentPrimaryContext {
+public:
+    CurrentPrimaryContext();
+    ~CurrentPrimaryContext();
+    CurrentPrimaryContext(const CurrentPrimaryContext&) = delete;
+    CurrentPrimaryContext& operator=(const CurrentPrimaryContext&) = delete;
+    CUdevice device() const { return device_; }
+    CUcontext context() const { return context_; }
+
+private:
+    CUdevice device_ = 0;
+    CUcontext context_ = nullptr;
+};
+
 // Output helpers. Labelled lines look like "label: value".
 std::vector<std::string> lines(const std::string& text);
 // The value of the first line "label: value", if any.

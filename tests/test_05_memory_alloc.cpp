@@ -39,33 +39,6 @@ std::vector<double> tableRow(const std::string& out, const std::string& size) {
     return {};
 }
 
-// The primary context of device 0, retained and current for one test; released at the end.
-class PrimaryContext {
-public:
-    PrimaryContext() {
-        auto deviceGet = DRIVER_FUNCTION(driver(), cuDeviceGet);
-        auto retain = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxRetain);
-        auto setCurrent = DRIVER_FUNCTION(driver(), cuCtxSetCurrent);
-        REQUIRE(deviceGet);
-        REQUIRE(retain);
-        REQUIRE(setCurrent);
-        REQUIRE(deviceGet(&device_, 0) == CUDA_SUCCESS);
-        REQUIRE(retain(&context_, device_) == CUDA_SUCCESS);
-        REQUIRE(setCurrent(context_) == CUDA_SUCCESS);
-    }
-    ~PrimaryContext() {
-        if (auto setCurrent = DRIVER_FUNCTION(driver(), cuCtxSetCurrent)) setCurrent(nullptr);
-        if (auto release = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxRelease)) release(device_);
-    }
-    PrimaryContext(const PrimaryContext&) = delete;
-    PrimaryContext& operator=(const PrimaryContext&) = delete;
-    CUdevice device() const { return device_; }
-
-private:
-    CUdevice device_ = 0;
-    CUcontext context_ = nullptr;
-};
-
 size_t freeDeviceMemory() {
     auto getInfo = DRIVER_FUNCTION(driver(), cuMemGetInfo);
     REQUIRE(getInfo);
@@ -252,7 +225,7 @@ TEST_CASE("Lesson 05 asked for 1 PiB shows CUDA_ERROR_OUT_OF_MEMORY through the 
 
 TEST_CASE("cuMemsetD8, D16 and D32 count elements and leave bytes outside the range alone", "[gpu][lesson05]") {
     requireGpu();
-    PrimaryContext context;
+    CurrentPrimaryContext context;
     auto memAlloc = DRIVER_FUNCTION(driver(), cuMemAlloc);
     auto memFree = DRIVER_FUNCTION(driver(), cuMemFree);
     auto memsetD8 = DRIVER_FUNCTION(driver(), cuMemsetD8);
@@ -290,7 +263,7 @@ TEST_CASE("cuMemsetD8, D16 and D32 count elements and leave bytes outside the ra
 
 TEST_CASE("cuMemsetD32 on an address that is not 4-byte aligned is refused", "[gpu][lesson05][fault]") {
     requireGpu();
-    PrimaryContext context;
+    CurrentPrimaryContext context;
     auto memAlloc = DRIVER_FUNCTION(driver(), cuMemAlloc);
     auto memFree = DRIVER_FUNCTION(driver(), cuMemFree);
     auto memsetD32 = DRIVER_FUNCTION(driver(), cuMemsetD32);
@@ -304,7 +277,7 @@ TEST_CASE("cuMemsetD32 on an address that is not 4-byte aligned is refused", "[g
 
 TEST_CASE("A buffer copied host -> device -> device -> host comes back unchanged", "[gpu][lesson05]") {
     requireGpu();
-    PrimaryContext context;
+    CurrentPrimaryContext context;
     auto memAlloc = DRIVER_FUNCTION(driver(), cuMemAlloc);
     auto memFree = DRIVER_FUNCTION(driver(), cuMemFree);
     auto copyHtoD = DRIVER_FUNCTION(driver(), cuMemcpyHtoD);
@@ -329,7 +302,7 @@ TEST_CASE("A buffer copied host -> device -> device -> host comes back unchanged
 
 TEST_CASE("A memset through cuMemHostGetDevicePointer's address lands in the pinned host buffer", "[gpu][lesson05]") {
     requireGpu();
-    PrimaryContext context;
+    CurrentPrimaryContext context;
     auto hostAlloc = DRIVER_FUNCTION(driver(), cuMemHostAlloc);
     auto freeHost = DRIVER_FUNCTION(driver(), cuMemFreeHost);
     auto getDevicePointer = DRIVER_FUNCTION(driver(), cuMemHostGetDevicePointer);
@@ -360,7 +333,7 @@ TEST_CASE("A memset through cuMemHostGetDevicePointer's address lands in the pin
 TEST_CASE("The driver classifies device, pinned and registered memory, and knows nothing of plain pageable memory",
           "[gpu][lesson05]") {
     requireGpu();
-    PrimaryContext context;
+    CurrentPrimaryContext context;
     auto memAlloc = DRIVER_FUNCTION(driver(), cuMemAlloc);
     auto memFree = DRIVER_FUNCTION(driver(), cuMemFree);
     auto allocHost = DRIVER_FUNCTION(driver(), cuMemAllocHost);
@@ -408,7 +381,7 @@ TEST_CASE("The driver classifies device, pinned and registered memory, and knows
 
 TEST_CASE("Freeing device memory brings cuMemGetInfo back to its starting figure", "[gpu][lesson05]") {
     requireGpu();
-    PrimaryContext context;
+    CurrentPrimaryContext context;
     auto memAlloc = DRIVER_FUNCTION(driver(), cuMemAlloc);
     auto memFree = DRIVER_FUNCTION(driver(), cuMemFree);
     REQUIRE((memAlloc && memFree));
@@ -428,7 +401,7 @@ TEST_CASE("Freeing device memory brings cuMemGetInfo back to its starting figure
 
 TEST_CASE("cuMemAlloc of 1 PiB fails with CUDA_ERROR_OUT_OF_MEMORY and takes no memory", "[gpu][lesson05][fault]") {
     requireGpu();
-    PrimaryContext context;
+    CurrentPrimaryContext context;
     auto memAlloc = DRIVER_FUNCTION(driver(), cuMemAlloc);
     REQUIRE(memAlloc);
     const size_t before = freeDeviceMemory();

@@ -65,29 +65,6 @@ struct ProgramCopy {
     ProgramCopy& operator=(const ProgramCopy&) = delete;
 };
 
-// The primary context of device 0, current on this thread for the test's lifetime.
-struct CurrentPrimaryContext {
-    CUdevice device = 0;
-    CUcontext context = nullptr;
-    CurrentPrimaryContext() {
-        auto deviceGet = DRIVER_FUNCTION(driver(), cuDeviceGet);
-        auto retain = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxRetain);
-        auto setCurrent = DRIVER_FUNCTION(driver(), cuCtxSetCurrent);
-        REQUIRE(deviceGet);
-        REQUIRE(retain);
-        REQUIRE(setCurrent);
-        REQUIRE(deviceGet(&device, 0) == CUDA_SUCCESS);
-        REQUIRE(retain(&context, device) == CUDA_SUCCESS);
-        REQUIRE(setCurrent(context) == CUDA_SUCCESS);
-    }
-    ~CurrentPrimaryContext() {
-        if (auto setCurrent = DRIVER_FUNCTION(driver(), cuCtxSetCurrent)) setCurrent(nullptr);
-        if (auto release = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxRelease)) release(device);
-    }
-    CurrentPrimaryContext(const CurrentPrimaryContext&) = delete;
-    CurrentPrimaryContext& operator=(const CurrentPrimaryContext&) = delete;
-};
-
 // cuModuleLoadDataEx with an error log; returns the result and fills `log`.
 CUresult loadWithErrorLog(const std::string& image, CUmodule* module, std::string& log) {
     auto loadDataEx = DRIVER_FUNCTION(driver(), cuModuleLoadDataEx);
