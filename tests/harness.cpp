@@ -105,11 +105,27 @@ RunResult run(const std::string& program, const RunOptions& options) {
     int status = 0;
     waitpid(pid, &status, 0);
     result.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    UNSCOPED_INFO("ran " << program << " -> exit " << result.exitCode << (result.timedOut ? " (timed out)" : "")
-                         << "\n--- stdout ---\n"
+    result.program = program;
+    attachToReport(result);
+    return result;
+}
+
+void attachToReport(const RunResult& result) {
+    UNSCOPED_INFO("ran " << result.program << " -> exit " << result.exitCode
+                         << (result.timedOut ? " (timed out)" : "") << "\n--- stdout ---\n"
                          << result.out << "--- stderr ---\n"
                          << result.err);
-    return result;
+}
+
+const RunResult& defaultRun(const std::string& lesson) {
+    static std::map<std::string, RunResult> runs;
+    auto it = runs.find(lesson);
+    if (it == runs.end()) {
+        it = runs.emplace(lesson, runLesson(lesson)).first;
+    } else {
+        attachToReport(it->second);
+    }
+    return it->second;
 }
 
 RunResult runLesson(const std::string& lesson, const RunOptions& options, const std::string& program) {

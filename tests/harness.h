@@ -31,6 +31,7 @@ struct RunResult {
     std::string out;    // stdout
     std::string err;    // stderr
     bool timedOut = false;
+    std::string program;  // what ran
 };
 
 struct RunOptions {
@@ -44,6 +45,12 @@ struct RunOptions {
 RunResult run(const std::string& program, const RunOptions& options = {});
 // Runs build/NN-topic/NN-topic (or a standalone program) with the options.
 RunResult runLesson(const std::string& lesson, const RunOptions& options = {}, const std::string& program = "");
+// The lesson's plain run (no arguments, no environment changes), made once per test
+// process and shared by every test that only reads its output: a lesson is a
+// deterministic program, and some take seconds (lesson 04 creates contexts).
+const RunResult& defaultRun(const std::string& lesson);
+// Attaches a run's exit code and output to the running test's report, shown if it fails.
+void attachToReport(const RunResult& result);
 // Runs a lesson against NVIDIA's stub libcuda.so: the program loads on any machine and
 // every driver call fails with CUDA_ERROR_STUB_LIBRARY. Also how CPU tests reach the
 // argument parsing, which comes before cuInit.

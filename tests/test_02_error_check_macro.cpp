@@ -12,7 +12,7 @@ const std::string kLesson = "02-error-check-macro";
 
 TEST_CASE("Lesson 02's provoked errors carry the expected names", "[gpu][lesson02]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "cuDeviceGetCount before cuInit: got CUDA_ERROR_NOT_INITIALIZED (code 3)"));
     CHECK(contains(r.out, "cuInit(0xFFFFFFFF): got CUDA_ERROR_INVALID_VALUE (code 1)"));

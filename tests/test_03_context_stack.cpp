@@ -58,7 +58,7 @@ long long freeMemory() {
 
 TEST_CASE("Lesson 03 prints the stack after every step in push and pop order", "[gpu][lesson03]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     CHECK(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     CHECK_FALSE(contains(r.out, "MISMATCH"));
@@ -89,14 +89,14 @@ TEST_CASE("Lesson 03 prints the stack after every step in push and pop order", "
 
 TEST_CASE("Lesson 03 measures that destroying the current context leaves the one below current", "[gpu][lesson03]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "current context after destroying ctxB") == "ctxA");
 }
 
 TEST_CASE("Lesson 03 reads back the flags and device a context was created with", "[gpu][lesson03]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "ctxB scheduling") == "CU_CTX_SCHED_BLOCKING_SYNC");
     CHECK(valueOf(r.out, "ctxB device") == "0");
@@ -108,7 +108,7 @@ TEST_CASE("Lesson 03 reads back the flags and device a context was created with"
 
 TEST_CASE("Lesson 03 shows the provoked CUDA_ERROR_INVALID_CONTEXT with the check macro's report", "[gpu][lesson03]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "cuCtxSynchronize with an empty stack") == "CUDA_ERROR_INVALID_CONTEXT");
     CHECK(contains(r.err, "CUDA driver call failed: cuCtxSynchronize()"));
@@ -119,7 +119,7 @@ TEST_CASE("Lesson 03 shows the provoked CUDA_ERROR_INVALID_CONTEXT with the chec
 
 TEST_CASE("Lesson 03's new thread starts with no current context and can use a floating one", "[gpu][lesson03]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "new thread current context") == "none");
     CHECK(valueOf(r.out, "worker current context after cuCtxPushCurrent(ctxA)") == "ctxA");
@@ -129,7 +129,7 @@ TEST_CASE("Lesson 03's new thread starts with no current context and can use a f
 
 TEST_CASE("Lesson 03 shows cuCtxSynchronize waiting for the current context's work only", "[gpu][lesson03]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "ctxA's stream after cuCtxSynchronize in ctxB") == "CUDA_ERROR_NOT_READY");
     CHECK(valueOf(r.out, "ctxA's stream after cuCtxSynchronize in ctxA") == "CUDA_SUCCESS");
@@ -139,7 +139,7 @@ TEST_CASE("Lesson 03 shows cuCtxSynchronize waiting for the current context's wo
 
 TEST_CASE("Lesson 03 shows memory surviving a pop and freed by cuMemFree", "[gpu][lesson03]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "memory after pop") == "still allocated");
     CHECK(valueOf(r.out, "memory after cuMemFree") == "freed");

@@ -48,7 +48,7 @@ CUdevice firstDevice() {
 
 TEST_CASE("Lesson 04 gets the same primary context from two retains and from two threads", "[gpu][lesson04]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     CHECK(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "second retain") == "same handle");
@@ -63,7 +63,7 @@ TEST_CASE("Lesson 04 gets the same primary context from two retains and from two
 TEST_CASE("Lesson 04's primary context goes from inactive to active and back as it is retained and released",
           "[gpu][lesson04]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "active at start") == "0");
     CHECK(valueOf(r.out, "active after cuDevicePrimaryCtxSetFlags") == "0");
@@ -78,7 +78,7 @@ TEST_CASE("Lesson 04's primary context goes from inactive to active and back as 
 
 TEST_CASE("Lesson 04 shows that retaining leaves the current context unchanged", "[gpu][lesson04]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "current context before retain") == "none");
     CHECK(valueOf(r.out, "current context after retain") == "none");
@@ -88,7 +88,7 @@ TEST_CASE("Lesson 04 shows that retaining leaves the current context unchanged",
 
 TEST_CASE("Lesson 04's primary context starts with the flags set before activation", "[gpu][lesson04]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     CHECK(r.exitCode == 0);
     CHECK(startsWith(valueOf(r.out, "flags after cuDevicePrimaryCtxSetFlags"), "0x4 (CU_CTX_SCHED_BLOCKING_SYNC"));
     CHECK(startsWith(valueOf(r.out, "flags after retain"), "0x4 (CU_CTX_SCHED_BLOCKING_SYNC"));
@@ -97,7 +97,7 @@ TEST_CASE("Lesson 04's primary context starts with the flags set before activati
 
 TEST_CASE("Lesson 04 resets the primary context and may still release it afterwards", "[gpu][lesson04]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "active before reset") == "1");
     CHECK(valueOf(r.out, "active after reset") == "0");
@@ -106,7 +106,7 @@ TEST_CASE("Lesson 04 resets the primary context and may still release it afterwa
 
 TEST_CASE("Lesson 04 prints its three timings and walks every device", "[gpu][lesson04]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     CHECK(r.exitCode == 0);
     // Timings vary from run to run: only their presence and unit are checked.
     for (const std::string label : {"cuCtxCreate + cuCtxDestroy", "retain + release, cold (activates and tears down)",

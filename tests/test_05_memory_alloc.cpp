@@ -87,7 +87,7 @@ TEST_CASE("std::bit_cast gives 555.0f's IEEE-754 bits, the value the lesson hand
 
 TEST_CASE("Lesson 05 passes and reads every memset pattern back exactly", "[gpu][lesson05]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     // The default size is 4 MiB: 1048576 floats, 2097152 halves, 4194304 bytes.
@@ -113,7 +113,7 @@ TEST_CASE("Lesson 05 runs its memset and copy checks at the size given with --si
 
 TEST_CASE("Lesson 05's host-device round trips come back equal", "[gpu][lesson05]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "round trip HtoD -> DtoD -> DtoH") == "equal (4194304 bytes)");
     CHECK(valueOf(r.out, "async round trip write-combined -> device -> pinned") == "equal (4194304 bytes)");
@@ -121,7 +121,7 @@ TEST_CASE("Lesson 05's host-device round trips come back equal", "[gpu][lesson05
 
 TEST_CASE("Lesson 05 writes pinned memory through the address cuMemHostGetDevicePointer gives", "[gpu][lesson05]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "cuMemsetD32 through the mapped buffer's device address") ==
           "1048576 of 1048576 words on the host read 0xcafef00d");
@@ -146,7 +146,7 @@ TEST_CASE("Lesson 05 writes pinned memory through the address cuMemHostGetDevice
 
 TEST_CASE("Lesson 05 gives device memory back: free memory ends where it started", "[gpu][lesson05]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     const long long atStart = leadingNumber(valueOf(r.out, "device free memory at start"));
     const long long atEnd = leadingNumber(valueOf(r.out, "device free memory at end"));
@@ -160,7 +160,7 @@ TEST_CASE("Lesson 05 gives device memory back: free memory ends where it started
 
 TEST_CASE("Lesson 05 reports a positive bandwidth for every size and kind of memory", "[gpu][lesson05]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "| size | H2D pageable | H2D pinned | D2H pageable | D2H pinned |"));
     for (const char* size : {"64 KiB", "1 MiB", "16 MiB"}) {

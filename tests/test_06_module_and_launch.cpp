@@ -192,7 +192,7 @@ TEST_CASE("Lesson 06 rejects an unknown argument with a usage line and exit 2", 
 
 TEST_CASE("Lesson 06 passes and vectorAdd is exact however its module was loaded", "[gpu][lesson06]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
@@ -215,7 +215,7 @@ TEST_CASE("Lesson 06 passes and vectorAdd is exact however its module was loaded
 TEST_CASE("Lesson 06's parameter-buffer launch equals its kernelParams launch, at the driver's offsets",
           "[gpu][lesson06]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "echoParams via kernelParams") == "every field arrived");
@@ -255,7 +255,7 @@ TEST_CASE("Lesson 06's parameter-buffer launch equals its kernelParams launch, a
 
 TEST_CASE("Lesson 06's broken PTX fails with CUDA_ERROR_INVALID_PTX and a log naming its line", "[gpu][lesson06]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     const auto line = valueOf(r.out, "broken PTX offending line");
@@ -274,7 +274,7 @@ TEST_CASE("Lesson 06's broken PTX fails with CUDA_ERROR_INVALID_PTX and a log na
 
 TEST_CASE("Lesson 06's linked module runs, while the calling PTX alone does not load", "[gpu][lesson06]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     const auto alone = valueOf(r.out, "cuModuleLoadDataEx(link_main.ptx alone)");
@@ -287,7 +287,7 @@ TEST_CASE("Lesson 06's linked module runs, while the calling PTX alone does not 
 TEST_CASE("Lesson 06's kernel reads the __constant__ value the host wrote through cuModuleGetGlobal",
           "[gpu][lesson06]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "gScale") == "4 bytes, 1 in the module image");
@@ -543,7 +543,7 @@ TEST_CASE("cuLink resolves the extern device function that loading the calling P
 TEST_CASE("Lesson 06 shows the driver refusing a launch wider than the function allows and PTX from the future",
           "[gpu][lesson06][fault]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     // An invalid launch configuration fails at cuLaunchKernel, reported through the check macro.

@@ -13,7 +13,7 @@ const std::string kLesson = "07-runtime-interop";
 
 TEST_CASE("Lesson 07's runtime calls run in the context the driver made current", "[gpu][lesson07]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     REQUIRE(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "cudaGetDevice") == "0");
@@ -24,7 +24,7 @@ TEST_CASE("Lesson 07's runtime calls run in the context the driver made current"
 
 TEST_CASE("Lesson 07's runtime uses the primary context on a thread with no current context", "[gpu][lesson07]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "worker thread, current context at start") == "none");
     CHECK(valueOf(r.out, "worker thread, current context after cudaSetDevice + cudaFree(0)") ==
@@ -36,7 +36,7 @@ TEST_CASE("Lesson 07's runtime uses the primary context on a thread with no curr
 
 TEST_CASE("Lesson 07 moves memory both ways and shares one stream and its events", "[gpu][lesson07]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "CUstream is cudaStream_t") == "yes (same type)");
     CHECK(valueOf(r.out, "CUevent is cudaEvent_t") == "yes (same type)");
@@ -52,7 +52,7 @@ TEST_CASE("Lesson 07 moves memory both ways and shares one stream and its events
 TEST_CASE("Lesson 07 shows cudaDeviceReset wiping state of a primary context the driver code retained",
           "[gpu][lesson07]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "current context after cuDevicePrimaryCtxRetain") ==
           "none (retaining does not make it current)");

@@ -23,7 +23,7 @@ bool gaveFunction(const std::optional<std::string>& value) {
 
 TEST_CASE("Lesson 08 resolves known symbols at every version up to the driver's", "[gpu][lesson08]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     REQUIRE(contains(r.out, "Result = PASS"));
     const int driverVersion = driver().driverVersion();
@@ -45,7 +45,7 @@ TEST_CASE("Lesson 08 resolves known symbols at every version up to the driver's"
 
 TEST_CASE("Lesson 08 tells an unknown symbol from one newer than the requested version", "[gpu][lesson08]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     const int askVersion = std::min(CUDA_VERSION, driver().driverVersion());
     CHECK(valueOf(r.out, "cuDoesNotExist @ " + std::to_string(askVersion)) ==
@@ -59,7 +59,7 @@ TEST_CASE("Lesson 08 tells an unknown symbol from one newer than the requested v
 
 TEST_CASE("Lesson 08 calls through resolved pointers and finds the per-thread variants", "[gpu][lesson08]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "round trip through resolved pointers") == "1024 of 1024 correct");
     CHECK(gaveFunction(valueOf(r.out, "cuMemcpyAsync, LEGACY_STREAM")));
@@ -73,7 +73,7 @@ TEST_CASE("Lesson 08 calls through resolved pointers and finds the per-thread va
 
 TEST_CASE("Lesson 08 calls a function newer than old toolkits only when the driver has it", "[gpu][lesson08]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     const auto line = valueOf(r.out, "cuStreamGetDevice");
     REQUIRE(line);

@@ -138,7 +138,7 @@ TEST_CASE("Lesson 09 rejects an unknown argument with a usage line and exit 2", 
 
 TEST_CASE("Lesson 09's dGPU-way and Tegra-way image pipelines agree with each other and the CPU", "[gpu][lesson09]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "dGPU way matches the CPU reference") == "yes");
@@ -154,7 +154,7 @@ TEST_CASE("Lesson 09's dGPU-way and Tegra-way image pipelines agree with each ot
 
 TEST_CASE("Lesson 09 prints each memory-deciding attribute as the driver reports it", "[gpu][lesson09]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     for (const auto& [label, attribute] : kAttributes) {
         INFO(label);
@@ -167,7 +167,7 @@ TEST_CASE("Lesson 09 prints each memory-deciding attribute as the driver reports
 
 TEST_CASE("Lesson 09 places the device in table 1 and skips the iGPU section on a discrete GPU", "[gpu][lesson09]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     if (deviceAttribute(CU_DEVICE_ATTRIBUTE_INTEGRATED) == 0) {
         // Tegra-only content reports SKIP with its reason, never PASS.
@@ -184,7 +184,7 @@ TEST_CASE("Lesson 09 places the device in table 1 and skips the iGPU section on 
 
 TEST_CASE("Lesson 09's feature detection follows the device attributes", "[gpu][lesson09]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     const auto prefetch = valueOf(r.out, "feature cuMemPrefetchAsync");
     REQUIRE(prefetch);

@@ -20,7 +20,7 @@ std::string skipLine(const std::string& out, const std::string& section) {
 
 // Runs lesson 10 and SKIPs the test when the EGLStream part could not run here.
 RunResult runWithEglStreams() {
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     requireRan(r);
     const std::string skipped = skipLine(r.out, "EGLStream round trip");
     if (!skipped.empty()) SKIP("lesson 10 skipped its EGLStream part: " << skipped);
@@ -52,7 +52,7 @@ TEST_CASE("Lesson 10 rejects --loadable without a file, and unknown arguments, w
 
 TEST_CASE("Lesson 10 finds an EGL device that is the CUDA device", "[gpu][lesson10]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     requireRan(r);
     REQUIRE((r.exitCode == 0 || r.exitCode == 1));
     if (!skipLine(r.out, "EGL device platform").empty()) SKIP(skipLine(r.out, "EGL device platform"));
@@ -104,7 +104,7 @@ TEST_CASE("An EGLStream in mailbox mode delivers the newest frame and in FIFO mo
 TEST_CASE("Lesson 10 reports the Tegra-only parts as SKIP with a reason on a discrete GPU", "[gpu][lesson10]") {
     requireGpu();
     if (integratedGpu()) SKIP("this is an integrated GPU: the Tegra-only parts may run here");
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     // EGLImage needs a GL or NvBufSurface source; EGLSync-to-CUDA is Tegra-only; no DLA on a dGPU host.
     CHECK_FALSE(skipLine(r.out, "EGLImage").empty());
     CHECK(contains(skipLine(r.out, "EGLImage"), "OpenGL (ES) texture"));
@@ -122,7 +122,7 @@ TEST_CASE("Lesson 10 reports the Tegra-only parts as SKIP with a reason on a dis
 
 TEST_CASE("The CUDA-EGL entry points the lesson reports match what cuGetProcAddress gives", "[gpu][lesson10]") {
     requireGpu();
-    const RunResult r = runLesson(kLesson);
+    const RunResult& r = defaultRun(kLesson);
     for (const char* symbol :
          {"cuEGLStreamConsumerConnect", "cuEGLStreamProducerConnect", "cuEGLStreamProducerReturnFrame",
           "cuGraphicsEGLRegisterImage", "cuEventCreateFromEGLSync"}) {
