@@ -3,6 +3,7 @@
 # Lessons are discovered: every folder named NN-topic is a lesson. Inside one:
 #   *.cpp              host code of the lesson's program  -> build/NN-topic/NN-topic
 #   *.cu               runtime-API code linked into that program (nvcc -c, links cudart)
+#                      (or, with _PROGRAMS in lesson.mk, several programs: see below)
 #   kernels/*.cu       device code for the Driver API     -> build/NN-topic/kernels/NAME.{ptx,cubin,fatbin}
 #   standalone/*.cpp   extra programs that do NOT link libcuda -> build/NN-topic/NAME
 #   sanitizer-TOOL.args optional extra compute-sanitizer options for one tool (make sanitize)
@@ -12,7 +13,12 @@
 #                        _CUDART := yes link the CUDA runtime even without a *.cu file
 #                        _KERNEL_FLAGS  extra nvcc flags for kernels/*.cu (-rdc=true)
 #                        _SETUP         dependencies common/tools/setup.sh installs (egl)
-#                        _BENCH := yes  the program has a --bench mode (make bench runs it)
+#                        _BENCH := yes  the program has a --bench mode (make bench runs it);
+#                                       with _PROGRAMS, the names of the programs that have one
+#                        _PROGRAMS      several programs, run in this order by make run-NN:
+#                                       program P is P.cpp plus the files in _P_SOURCES
+#                                       (other .cpp or .cu files of the lesson folder)
+#                                       -> build/NN-topic/P
 #
 # `make help` lists the targets.
 
@@ -75,24 +81,43 @@ LESSONS := $(sort $(patsubst %/,%,$(wildcard [0-9][0-9]-*/)))
 
 # ---------------------------------------------------------------------------
 # One lesson: its program, its modules, its standalone programs.
+define PROGRAM_RULES
+# $(1) lesson folder, $(2) program name, $(3) its source files (.cpp and .cu)
+$(1)_$(2)_OBJS := $$(patsubst %.cpp,$(BUILD)/%.o,$$(filter %.cpp,$(3))) \
+                  $$(patsubst %.cu,$(BUILD)/%.cu.o,$$(filter %.cu,$(3)))
+$(BUILD)/$(1)/$(2): $$($(1)_$(2)_OBJS)
+	@echo "  LINK    $$@"
+	$(Q)$(CXX) -o $$@ $$^ $(LDFLAGS) $$($(1)_LDLIBS) $$(if $$(or $$(filter %.cu,$(3)),$$($(1)_CUDART)),$(CUDART)) -lcuda
+endef
+
 define LESSON_RULES
-$(1)_HOST_OBJS := $$(patsubst %.cpp,$(BUILD)/%.o,$$(wildcard $(1)/*.cpp))
-$(1)_CU_OBJS   := $$(patsubst %.cu,$(BUILD)/%.cu.o,$$(wildcard $(1)/*.cu))
 $(1)_KERNELS   := $$(wildcard $(1)/kernels/*.cu)
 $(1)_MODULES   := $$(foreach k,$$($(1)_KERNELS),$$(patsubst %.cu,$(BUILD)/%,$$(k)).ptx \
                     $$(patsubst %.cu,$(BUILD)/%,$$(k)).cubin $$(patsubst %.cu,$(BUILD)/%,$$(k)).fatbin)
 $(1)_STANDALONE := $$(patsubst $(1)/standalone/%.cpp,$(BUILD)/$(1)/%,$$(wildcard $(1)/standalone/*.cpp))
-$(1)_BIN       := $(BUILD)/$(1)/$(1)
-$(1)_ALL       := $$($(1)_BIN) $$($(1)_MODULES) $$($(1)_STANDALONE)
+# One program named after the lesson from every top-level source, unless lesson.mk lists programs.
+$(1)_PROGRAM_NAMES := $$(or $$($(1)_PROGRAMS),$(1))
+$(1)_BINS      := $$(addprefix $(BUILD)/$(1)/,$$($(1)_PROGRAM_NAMES))
+$(1)_BIN       := $$(firstword $$($(1)_BINS))
+$(1)_BENCH_BINS := $$(if $$(filter yes,$$($(1)_BENCH)),$$($(1)_BINS),$$(addprefix $(BUILD)/$(1)/,$$($(1)_BENCH)))
+$(1)_PROGRAM_LIST := $(BUILD)/$(1)/programs.txt
+$(1)_ALL       := $$($(1)_BINS) $$($(1)_MODULES) $$($(1)_STANDALONE) $$($(1)_PROGRAM_LIST)
 $(1)_SETUP_STAMPS := $$(patsubst %,$(BUILD)/setup/%.ok,$$($(1)_SETUP))
+$(1)_HOST_OBJS := $$(patsubst %.cpp,$(BUILD)/%.o,$$(wildcard $(1)/*.cpp))
+$(1)_CU_OBJS   := $$(patsubst %.cu,$(BUILD)/%.cu.o,$$(wildcard $(1)/*.cu))
 
 $$($(1)_HOST_OBJS): private EXTRA_CXXFLAGS := $$($(1)_CXXFLAGS)
 $$($(1)_HOST_OBJS) $$($(1)_CU_OBJS): | $$($(1)_SETUP_STAMPS)
 $$($(1)_MODULES): private EXTRA_NVCCFLAGS := $$($(1)_KERNEL_FLAGS)
 
-$$($(1)_BIN): $$($(1)_HOST_OBJS) $$($(1)_CU_OBJS)
-	@echo "  LINK    $$@"
-	$(Q)$(CXX) -o $$@ $$^ $(LDFLAGS) $$($(1)_LDLIBS) $$(if $$(or $$($(1)_CU_OBJS),$$($(1)_CUDART)),$(CUDART)) -lcuda
+$$(if $$($(1)_PROGRAMS),\
+  $$(foreach p,$$($(1)_PROGRAMS),$$(eval $$(call PROGRAM_RULES,$(1),$$(p),$(1)/$$(p).cpp $$(addprefix $(1)/,$$($(1)_$$(p)_SOURCES))))),\
+  $$(eval $$(call PROGRAM_RULES,$(1),$(1),$$(wildcard $(1)/*.cpp $(1)/*.cu))))
+
+# The programs in run order, for the tests (build/NN-topic/programs.txt, one name a line).
+$$($(1)_PROGRAM_LIST): $(wildcard $(1)/lesson.mk) Makefile
+	@mkdir -p $$(@D)
+	$(Q)printf '%s\n' $$($(1)_PROGRAM_NAMES) >$$@
 
 $(BUILD)/$(1)/%: $(1)/standalone/%.cpp
 	@echo "  CXX     $$@"
@@ -103,12 +128,12 @@ $(BUILD)/$(1)/%: $(1)/standalone/%.cpp
 build-$(word 1,$(subst -, ,$(1))): $$($(1)_ALL)
 run-$(word 1,$(subst -, ,$(1))): $$($(1)_ALL) $(BUILD)/tools/driver-probe
 	$(Q)$(BUILD)/tools/driver-probe
-	$(Q)common/tools/run-lessons.sh $$($(1)_BIN)
+	$(Q)common/tools/run-lessons.sh $$($(1)_BINS)
 endef
 $(foreach l,$(LESSONS),$(eval $(call LESSON_RULES,$(l))))
 
-LESSON_BINS := $(foreach l,$(LESSONS),$($(l)_BIN))
-BENCH_BINS  := $(foreach l,$(LESSONS),$(if $($(l)_BENCH),$($(l)_BIN)))
+LESSON_BINS := $(foreach l,$(LESSONS),$($(l)_BINS))
+BENCH_BINS  := $(foreach l,$(LESSONS),$($(l)_BENCH_BINS))
 LESSON_ALL  := $(foreach l,$(LESSONS),$($(l)_ALL))
 
 # ---------------------------------------------------------------------------
@@ -156,7 +181,8 @@ $(STUB_DRIVER):
 	@mkdir -p $(@D)
 	$(Q)ln -sf $(CUDA_PATH)/lib64/stubs/libcuda.so $@
 
-TEST_OBJS := $(patsubst %.cpp,$(BUILD)/%.o,$(wildcard tests/*.cpp))
+TEST_SOURCES ?= $(wildcard tests/*.cpp)
+TEST_OBJS := $(patsubst %.cpp,$(BUILD)/%.o,$(TEST_SOURCES))
 TEST_BIN  := $(BUILD)/tests/course-tests
 $(TEST_OBJS): private EXTRA_CXXFLAGS := $(CATCH2_CFLAGS)
 $(TEST_OBJS): | $(BUILD)/setup/catch2.ok

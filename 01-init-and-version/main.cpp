@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "common/check_driver.h"
-#include "common/course_util.h"
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
 
 int main() {
     // Step 1: cuInit must come before every other driver call (lesson 02 shows

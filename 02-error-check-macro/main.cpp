@@ -13,8 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "common/check_driver.h"
-#include "common/course_util.h"
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
 
 namespace {
 

@@ -25,10 +25,10 @@
 #include <thread>
 #include <vector>
 
-#include "common/context_flags.h"
-#include "common/check_driver.h"
-#include "common/course_util.h"
-#include "common/cuda_compat.h"
+#include "../common/context_flags.h"
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+#include "../common/cuda_compat.h"
 
 namespace {
 

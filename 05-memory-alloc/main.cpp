@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "common/check_driver.h"
-#include "common/course_util.h"
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
 
 namespace {
 

@@ -24,11 +24,11 @@
 #include <string>
 #include <vector>
 
-#include "06-module-and-launch/param_buffer.h"
-#include "06-module-and-launch/param_types.h"
-#include "06-module-and-launch/runtime_launch.h"
-#include "common/check_driver.h"
-#include "common/course_util.h"
+#include "param_buffer.h"
+#include "param_types.h"
+#include "runtime_launch.h"
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
 
 // The SM that kernels/*.cubin was built for: lesson.mk passes the Makefile's CUBIN_ARCH.
 #ifndef LESSON06_CUBIN_ARCH

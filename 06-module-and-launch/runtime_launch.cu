@@ -9,7 +9,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "06-module-and-launch/runtime_launch.h"
+#include "runtime_launch.h"
 
 namespace {
 

@@ -19,10 +19,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "07-runtime-interop/scale_kernel.h"
-#include "common/check_driver.h"
-#include "common/course_util.h"
-#include "common/cuda_compat.h"
+#include "scale_kernel.h"
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+#include "../common/cuda_compat.h"
 
 // The runtime reports cudaError_t and cuBLAS cublasStatus_t, not CUresult: the same
 // fail-fast form as CHECK_DRIVER, with each library's own codes.

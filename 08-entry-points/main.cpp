@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "common/check_driver.h"
-#include "common/course_util.h"
-#include "common/cuda_compat.h"
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+#include "../common/cuda_compat.h"
 
 // The name cuda.h's #defines turn a plain name into, as text.
 #define COMPILED_NAME_TEXT(name) #name

@@ -24,10 +24,10 @@
 #include <string>
 #include <vector>
 
-#include "09-tegra-memory/meminfo_estimate.h"
-#include "common/check_driver.h"
-#include "common/course_util.h"
-#include "common/cuda_compat.h"
+#include "meminfo_estimate.h"
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+#include "../common/cuda_compat.h"
 
 namespace {
 

@@ -36,9 +36,9 @@
 #include <cudla.h>
 #endif
 
-#include "common/check_driver.h"
-#include "common/course_util.h"
-#include "common/cuda_compat.h"
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+#include "../common/cuda_compat.h"
 
 namespace {
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -42,6 +43,15 @@ std::vector<std::string> lessonFolders() {
 
 std::string lessonBinary(const std::string& lesson, const std::string& program) {
     return buildDir() + "/" + lesson + "/" + (program.empty() ? lesson : program);
+}
+
+std::vector<std::string> lessonPrograms(const std::string& lesson) {
+    std::vector<std::string> programs;
+    std::ifstream list(buildDir() + "/" + lesson + "/programs.txt");
+    for (std::string name; std::getline(list, name);)
+        if (!name.empty()) programs.push_back(name);
+    if (programs.empty()) programs.push_back(lesson);
+    return programs;
 }
 
 std::string stubDriverDir() {
@@ -117,11 +127,12 @@ void attachToReport(const RunResult& result) {
                          << result.err);
 }
 
-const RunResult& defaultRun(const std::string& lesson) {
+const RunResult& defaultRun(const std::string& lesson, const std::string& program) {
     static std::map<std::string, RunResult> runs;
-    auto it = runs.find(lesson);
+    const std::string key = lesson + "/" + program;
+    auto it = runs.find(key);
     if (it == runs.end()) {
-        it = runs.emplace(lesson, runLesson(lesson)).first;
+        it = runs.emplace(key, runLesson(lesson, {}, program)).first;
     } else {
         attachToReport(it->second);
     }

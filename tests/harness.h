@@ -20,8 +20,12 @@ std::string buildDir();
 std::string repoRoot();
 // The lesson folders (NN-topic) in the repository, in order.
 std::vector<std::string> lessonFolders();
-// build/NN-topic/NN-topic, or build/NN-topic/NAME for a lesson's standalone program.
+// build/NN-topic/NN-topic, or build/NN-topic/NAME for one of a lesson's programs
+// (lesson.mk's _PROGRAMS) or its standalone programs.
 std::string lessonBinary(const std::string& lesson, const std::string& program = "");
+// The lesson's programs in the order make run-NN runs them (build/NN-topic/programs.txt,
+// written by the Makefile): the lesson's own name when it has one program.
+std::vector<std::string> lessonPrograms(const std::string& lesson);
 // A folder with NVIDIA's stub libcuda.so as libcuda.so.1 (made by the Makefile):
 // put it on LD_LIBRARY_PATH to run a program against the stub.
 std::string stubDriverDir();
@@ -43,12 +47,12 @@ struct RunOptions {
 };
 
 RunResult run(const std::string& program, const RunOptions& options = {});
-// Runs build/NN-topic/NN-topic (or a standalone program) with the options.
+// Runs build/NN-topic/NN-topic (or the named program of the lesson) with the options.
 RunResult runLesson(const std::string& lesson, const RunOptions& options = {}, const std::string& program = "");
 // The lesson's plain run (no arguments, no environment changes), made once per test
 // process and shared by every test that only reads its output: a lesson is a
 // deterministic program, and some take seconds (lesson 04 creates contexts).
-const RunResult& defaultRun(const std::string& lesson);
+const RunResult& defaultRun(const std::string& lesson, const std::string& program = "");
 // Attaches a run's exit code and output to the running test's report, shown if it fails.
 void attachToReport(const RunResult& result);
 // Runs a lesson against NVIDIA's stub libcuda.so: the program loads on any machine and

@@ -22,8 +22,12 @@ RunOptions makeOptions(std::vector<std::string> args) {
 }
 
 // A throwaway "lesson": a shell script that prints what it is given and exits with a code.
-std::string fakeLesson(const std::string& name, const std::string& body) {
-    const std::string path = buildDir() + "/tests/" + name;
+// A script laid out like a lesson's program: build/tests/fakes/FOLDER/PROGRAM (the
+// runners label a program by its folder, and by folder/program when the names differ).
+std::string fakeLesson(const std::string& name, const std::string& body, const std::string& folder = "") {
+    const std::string dir = buildDir() + "/tests/fakes/" + (folder.empty() ? name : folder);
+    REQUIRE(std::system(("mkdir -p " + dir).c_str()) == 0);
+    const std::string path = dir + "/" + name;
     std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
     REQUIRE(std::system(("chmod +x " + path).c_str()) == 0);
     return path;
@@ -97,4 +101,18 @@ TEST_CASE("The lesson runner's table shows PASS, SKIP with its reason, and FAIL,
     const RunResult withFailure = run(repoRoot() + "/common/tools/run-lessons.sh", runnerArgs({pass, fail}));
     CHECK(withFailure.exitCode != 0);
     CHECK(contains(withFailure.out, "FAIL (exit 1)"));
+}
+
+TEST_CASE("The lesson runner names each program of a lesson of several programs", "[cpu][tools]") {
+    const std::string first = fakeLesson("load", "echo 'Result = PASS'", "fake-multi");
+    const std::string second = fakeLesson("link", "echo 'Result = PASS'", "fake-multi");
+    const RunResult r = run(repoRoot() + "/common/tools/run-lessons.sh", runnerArgs({first, second}));
+    CHECK(r.exitCode == 0);
+    CHECK(contains(r.out, "################ fake-multi/load ################"));
+    CHECK(contains(r.out, "################ fake-multi/link ################"));
+    int rows = 0;
+    for (const auto& line : lines(r.out))
+        if ((line.rfind("fake-multi/load ", 0) == 0 || line.rfind("fake-multi/link ", 0) == 0) && contains(line, "PASS"))
+            ++rows;
+    CHECK(rows == 2);
 }

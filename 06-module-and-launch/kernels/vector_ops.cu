@@ -4,7 +4,7 @@
 //   vector_ops.cubin   SASS for one SM (sm_90 by default): loads on that SM family only
 //   vector_ops.fatbin  SASS for sm_75..sm_90 plus compute_90 PTX: the driver picks the best
 // extern "C" keeps the names unmangled, so the host asks for "vectorAdd", not "_Z9vectorAdd...".
-#include "06-module-and-launch/param_types.h"
+#include "../param_types.h"
 
 // c = a + b for n floats, written to run at memory speed:
 // - a grid-stride loop, so any grid covers any n and the host can launch just enough

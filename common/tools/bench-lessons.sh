@@ -9,7 +9,10 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
 for binary in "$@"; do
-    lesson=$(basename "$binary")
+    # "NN-topic", or "NN-topic/program" for a lesson of several programs.
+    folder=$(basename "$(dirname "$binary")")
+    lesson=$folder
+    [ "$(basename "$binary")" = "$folder" ] || lesson="$folder/$(basename "$binary")"
     printf '\n################ %s --bench ################\n' "$lesson"
     "$binary" --bench 2>&1 | tee "$log"
     code=${PIPESTATUS[0]}

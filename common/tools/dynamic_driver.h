@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "common/check_driver.h"
+#include "../check_driver.h"
 
 namespace course {
 
@@ -68,6 +68,18 @@ public:
     const std::string& problem() const { return problem_; }
     int driverVersion() const { return driverVersion_; }
     int deviceCount() const { return deviceCount_; }
+
+    // The name of device `ordinal` ("NVIDIA H100 80GB HBM3"), or "" if it cannot be read.
+    std::string deviceName(int ordinal) const {
+        auto deviceGet = exported<decltype(&::cuDeviceGet)>("cuDeviceGet");
+        auto getName = exported<decltype(&::cuDeviceGetName)>("cuDeviceGetName");
+        CUdevice device = 0;
+        char name[256] = {};
+        if (!usable_ || deviceGet == nullptr || getName == nullptr || deviceGet(&device, ordinal) != CUDA_SUCCESS ||
+            getName(name, sizeof(name), device) != CUDA_SUCCESS)
+            return "";
+        return name;
+    }
 
     // Resolves a driver function by its base name ("cuMemAlloc", not "cuMemAlloc_v2")
     // at the ABI of the cuda.h this file was compiled with. nullptr if unavailable.

@@ -20,14 +20,17 @@ rows=()
 notes=()
 
 for binary in "$@"; do
-    lesson=$(basename "$binary")
+    # "NN-topic", or "NN-topic/program" for a lesson of several programs.
+    folder=$(basename "$(dirname "$binary")")
+    lesson=$folder
+    [ "$(basename "$binary")" = "$folder" ] || lesson="$folder/$(basename "$binary")"
     row=$(printf '%-24s' "$lesson")
     for tool in "${tools[@]}"; do
         extra=()
         [ "$tool" = memcheck ] && extra=(--leak-check full)
         # A lesson may add options for one tool in <lesson>/sanitizer-<tool>.args, with
         # the reason in its comments; the table marks such cells with '*'.
-        options_file="$lesson/sanitizer-$tool.args"
+        options_file="$folder/sanitizer-$tool.args"
         mark=""
         if [ -f "$options_file" ]; then
             read -r -a from_file <<<"$(grep -v '^#' "$options_file" | tr '\n' ' ')"
