@@ -12,7 +12,8 @@
 #                        _CXXFLAGS      extra host compiler flags
 #                        _CUDART := yes link the CUDA runtime even without a *.cu file
 #                        _KERNEL_FLAGS  extra nvcc flags for kernels/*.cu (-rdc=true)
-#                        _SETUP         dependencies common/tools/setup.sh installs (egl)
+#                        _SETUP         optional dependencies common/tools/setup.sh looks for (egl):
+#                                       build/setup/egl.cflags and egl.libs say what it found
 #                        _BENCH := yes  the program has a --bench mode (make bench runs it);
 #                                       with _PROGRAMS, the names of the programs that have one
 #                        _PROGRAMS      several programs, run in this order by make run-NN:
@@ -30,15 +31,28 @@ CXX       ?= g++
 # Architectures: SASS for each listed SM plus PTX of the newest for forward
 # compatibility. CUDA 13 dropped sm_50..sm_72, so sm_75 is the oldest it accepts;
 # SMs the installed nvcc does not know are left out (CUDA 11.4 has no sm_89/sm_90).
-ARCH            ?= 75 80 86 89 90
+#   x86-64:  Turing 75, Ampere 80/86, Ada 89, Hopper 90, plus the GPUs present.
+#   aarch64 (Jetson): Xavier 72 (toolkits up to 12.x; CUDA 13 dropped it), Orin 87,
+#            Thor 110 (CUDA 13 numbering; 101 in CUDA 12.8-12.9), plus the GPUs present.
+# The GPUs present come from nvidia-smi's compute capability ("9.0" -> 90); with no GPU
+# visible (a build machine, CI) the list above stays as it is. ARCH=... overrides all of it.
+ifeq ($(shell uname -m),aarch64)
+DEFAULT_ARCH    := 72 87 101 110
+else
+DEFAULT_ARCH    := 75 80 86 89 90
+endif
+NATIVE_ARCH     := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | \
+                     tr -d '. ' | grep -E '^[0-9]+$$' | sort -n -u)
+ARCH            ?= $(shell printf '%s\n' $(DEFAULT_ARCH) $(NATIVE_ARCH) | sort -n -u)
 NVCC_KNOWN_ARCH := $(patsubst compute_%,%,$(shell $(NVCC) --list-gpu-arch 2>/dev/null))
 BUILD_ARCH      := $(if $(NVCC_KNOWN_ARCH),$(filter $(NVCC_KNOWN_ARCH),$(ARCH)),$(ARCH))
 NEWEST_ARCH     := $(lastword $(BUILD_ARCH))
 OLDEST_ARCH     := $(firstword $(BUILD_ARCH))
 GENCODE         := $(foreach a,$(BUILD_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
                    -gencode arch=compute_$(NEWEST_ARCH),code=compute_$(NEWEST_ARCH)
-# A cubin holds SASS for exactly one SM: the newest listed, unless told otherwise.
-CUBIN_ARCH      ?= $(NEWEST_ARCH)
+# A cubin holds SASS for exactly one SM: the GPU present (the first, if several models),
+# else the newest listed.
+CUBIN_ARCH      ?= $(or $(firstword $(filter $(BUILD_ARCH),$(NATIVE_ARCH))),$(NEWEST_ARCH))
 # PTX modules target the oldest SM so that the driver can JIT them for any newer GPU.
 PTX_ARCH        ?= $(OLDEST_ARCH)
 
@@ -70,12 +84,18 @@ CATCH2_CFLAGS ?= $(shell pkg-config --cflags catch2-with-main 2>/dev/null)
 CATCH2_LIBS   ?= $(or $(shell pkg-config --libs catch2-with-main 2>/dev/null),-lCatch2Main -lCatch2)
 endif
 
+# make check-headers: every host .cpp compiled (syntax only, warnings as errors) against the
+# headers in CUDA_INCLUDE, e.g. another toolkit's (common/tools/fetch-cuda-headers.sh).
+CUDA_INCLUDE     ?= $(CUDA_PATH)/include
+HEADER_CHECK_DIR := $(BUILD)/check-headers/$(subst /,_,$(CUDA_INCLUDE))
+
 ifeq ($(V),1)
 Q :=
 else
 Q := @
 endif
 
+TEST_SOURCES ?= $(wildcard tests/*.cpp)
 LESSONS := $(sort $(patsubst %/,%,$(wildcard [0-9][0-9]-*/)))
 -include $(wildcard $(addsuffix /lesson.mk,$(LESSONS)))
 
@@ -106,8 +126,11 @@ $(1)_SETUP_STAMPS := $$(patsubst %,$(BUILD)/setup/%.ok,$$($(1)_SETUP))
 $(1)_HOST_OBJS := $$(patsubst %.cpp,$(BUILD)/%.o,$$(wildcard $(1)/*.cpp))
 $(1)_CU_OBJS   := $$(patsubst %.cu,$(BUILD)/%.cu.o,$$(wildcard $(1)/*.cu))
 
-$$($(1)_HOST_OBJS): private EXTRA_CXXFLAGS := $$($(1)_CXXFLAGS)
-$$($(1)_HOST_OBJS) $$($(1)_CU_OBJS): | $$($(1)_SETUP_STAMPS)
+$(1)_HEADER_CHECKS := $$(patsubst %.cpp,$(HEADER_CHECK_DIR)/%.ok,$$(wildcard $(1)/*.cpp $(1)/standalone/*.cpp))
+$$($(1)_HEADER_CHECKS): private EXTRA_CXXFLAGS = $$($(1)_CXXFLAGS)
+$$($(1)_HEADER_CHECKS): $$($(1)_SETUP_STAMPS)
+$$($(1)_HOST_OBJS): private EXTRA_CXXFLAGS = $$($(1)_CXXFLAGS)
+$$($(1)_HOST_OBJS) $$($(1)_CU_OBJS): $$($(1)_SETUP_STAMPS)
 $$($(1)_MODULES): private EXTRA_NVCCFLAGS := $$($(1)_KERNEL_FLAGS)
 
 $$(if $$($(1)_PROGRAMS),\
@@ -133,6 +156,8 @@ endef
 $(foreach l,$(LESSONS),$(eval $(call LESSON_RULES,$(l))))
 
 LESSON_BINS := $(foreach l,$(LESSONS),$($(l)_BINS))
+HEADER_CHECKS := $(foreach l,$(LESSONS),$($(l)_HEADER_CHECKS)) \
+                 $(patsubst %.cpp,$(HEADER_CHECK_DIR)/%.ok,$(wildcard common/tools/*.cpp) $(TEST_SOURCES))
 BENCH_BINS  := $(foreach l,$(LESSONS),$($(l)_BENCH_BINS))
 LESSON_ALL  := $(foreach l,$(LESSONS),$($(l)_ALL))
 
@@ -163,11 +188,26 @@ $(BUILD)/%.fatbin: %.cu
 	@mkdir -p $(@D)
 	$(Q)$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) $(EXTRA_NVCCFLAGS) $(GENCODE) -MMD -MP -MF $@.d -fatbin $< -o $@
 
+$(HEADER_CHECK_DIR)/%.ok: %.cpp
+	@echo "  CHECK   $< against $(CUDA_INCLUDE)"
+	@mkdir -p $(@D)
+	$(Q)$(CXX) -I. -isystem $(CUDA_INCLUDE) -std=c++20 $(CXX_WARNINGS) -Werror $(EXTRA_CXXFLAGS) -fsyntax-only $<
+	@touch $@
+
 # ---------------------------------------------------------------------------
 # Set-up: installs what a fresh Debian 12 machine lacks (see common/tools/setup.sh).
-$(BUILD)/setup/%.ok: common/tools/setup.sh
-	$(Q)common/tools/setup.sh $*
+# Catch2 is needed by the tests alone. EGL is optional: lesson 10 is built without it
+# and says so when run. Its check runs on every build (it is quick), and egl.ok changes
+# only when what was found changes, so lesson 10 is rebuilt exactly then.
+$(BUILD)/setup/catch2.ok: common/tools/setup.sh
+	$(Q)common/tools/setup.sh catch2
 	@mkdir -p $(@D) && touch $@
+
+$(BUILD)/setup/egl.ok: common/tools/setup.sh FORCE
+	$(Q)common/tools/setup.sh egl $(@D)
+
+.PHONY: FORCE
+FORCE:
 
 # Tools and tests.
 $(BUILD)/tools/driver-probe: common/tools/driver_probe.cpp
@@ -181,10 +221,9 @@ $(STUB_DRIVER):
 	@mkdir -p $(@D)
 	$(Q)ln -sf $(CUDA_PATH)/lib64/stubs/libcuda.so $@
 
-TEST_SOURCES ?= $(wildcard tests/*.cpp)
 TEST_OBJS := $(patsubst %.cpp,$(BUILD)/%.o,$(TEST_SOURCES))
 TEST_BIN  := $(BUILD)/tests/course-tests
-$(TEST_OBJS): private EXTRA_CXXFLAGS := $(CATCH2_CFLAGS)
+$(TEST_OBJS) $(patsubst %.cpp,$(HEADER_CHECK_DIR)/%.ok,$(TEST_SOURCES)): private EXTRA_CXXFLAGS := $(CATCH2_CFLAGS)
 $(TEST_OBJS): | $(BUILD)/setup/catch2.ok
 $(TEST_BIN): $(TEST_OBJS)
 	@echo "  LINK    $@"
@@ -192,7 +231,7 @@ $(TEST_BIN): $(TEST_OBJS)
 
 # ---------------------------------------------------------------------------
 .DEFAULT_GOAL := all
-.PHONY: all lessons run test bench sanitize compdb help clean
+.PHONY: all lessons run test bench sanitize check-headers compdb help clean
 all: lessons $(TEST_BIN) $(BUILD)/tools/driver-probe $(STUB_DRIVER) ## Build every lesson, the tests and the tools (default)
 
 lessons: $(LESSON_ALL) ## Build every lesson only
@@ -206,11 +245,14 @@ test: all ## Build and run the Catch2 suite (GPU tests skip, with the reason, wh
 
 bench: $(LESSON_ALL) $(BUILD)/tools/driver-probe ## Run the lessons' benchmark modes (--bench) and print one table
 	$(Q)$(BUILD)/tools/driver-probe
-	$(Q)common/tools/bench-lessons.sh $(BENCH_BINS)
+	$(Q)DRIVER_PROBE=$(BUILD)/tools/driver-probe common/tools/bench-lessons.sh $(BENCH_BINS)
 
 sanitize: $(LESSON_ALL) $(BUILD)/tools/driver-probe ## Run every lesson under compute-sanitizer (4 tools) and print a table
 	$(Q)$(BUILD)/tools/driver-probe
 	$(Q)common/tools/sanitize-lessons.sh $(LESSON_BINS)
+
+check-headers: $(HEADER_CHECKS) ## Compile every host .cpp against CUDA_INCLUDE=<other toolkit>/include (syntax only, -Werror)
+	@echo "check-headers: $(words $(HEADER_CHECKS)) files compile against $(CUDA_INCLUDE) ($$(grep -m1 '^#define CUDA_VERSION' $(CUDA_INCLUDE)/cuda.h))"
 
 compdb: ## Write compile_commands.json for editors (needs bear)
 	@command -v bear >/dev/null 2>&1 || { echo "compdb needs bear (apt-get install bear)" >&2; exit 1; }
@@ -222,7 +264,8 @@ help: ## List the targets
 	  awk -F'|' '{ printf "%-12s %s\n", $$1, $$2 }'
 	@echo "  run-NN       Build and run one lesson: $(foreach l,$(LESSONS),run-$(word 1,$(subst -, ,$(l))))"
 	@echo "  build-NN     Build one lesson"
-	@echo "Variables: CUDA_PATH=$(CUDA_PATH) ARCH='$(ARCH)' CATCH2_PREFIX=<dir> V=1 WERROR=1 TEST_ARGS=<catch2 args>"
+	@echo "Variables: CUDA_PATH=$(CUDA_PATH) ARCH='$(ARCH)' (building for: $(BUILD_ARCH); cubin: sm_$(CUBIN_ARCH))"
+	@echo "           CATCH2_PREFIX=<dir> V=1 WERROR=1 TEST_ARGS=<catch2 args> CUDA_INCLUDE=<dir> (check-headers)"
 
 clean: ## Remove build/
 	rm -rf $(BUILD)

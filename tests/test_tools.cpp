@@ -3,6 +3,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -115,4 +116,33 @@ TEST_CASE("The lesson runner names each program of a lesson of several programs"
         if ((line.rfind("fake-multi/load ", 0) == 0 || line.rfind("fake-multi/link ", 0) == 0) && contains(line, "PASS"))
             ++rows;
     CHECK(rows == 2);
+}
+
+TEST_CASE("The bench runner names the GPU, collects bench lines, and runs nvbandwidth beside them when it can",
+          "[cpu][tools][bench]") {
+    const std::string lesson =
+        fakeLesson("fake-bench", "echo 'bench: copy ratio = 98.5 % (of the link, same run)'; exit 0");
+    // A stand-in nvbandwidth, first on PATH, prints its summary lines as the real one does.
+    const std::string tools = buildDir() + "/tests/fakes/path";
+    REQUIRE(std::system(("mkdir -p " + tools).c_str()) == 0);
+    std::ofstream(tools + "/nvbandwidth") << "#!/bin/sh\necho 'SUM host_to_device_memcpy_ce 55.23'\n";
+    REQUIRE(std::system(("chmod +x " + tools + "/nvbandwidth").c_str()) == 0);
+
+    RunOptions options = runnerArgs({lesson});
+    options.setEnv["PATH"] = tools + ":" + std::string(std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin");
+    options.setEnv["DRIVER_PROBE"] = buildDir() + "/tools/driver-probe";
+    options.setEnv["LD_LIBRARY_PATH"] = stubDriverDir();  // the stub: the probe cannot name a GPU
+    const RunResult r = run(repoRoot() + "/common/tools/bench-lessons.sh", options);
+    CHECK(r.exitCode == 0);
+    CHECK(contains(r.out, "GPU: unknown GPU"));
+    bool lessonRow = false;
+    bool nvbandwidthRow = false;
+    for (const auto& line : lines(r.out)) {
+        lessonRow = lessonRow || (line.rfind("fake-bench", 0) == 0 && contains(line, "copy ratio") &&
+                                  contains(line, "98.5 % (of the link, same run)"));
+        nvbandwidthRow = nvbandwidthRow || (line.rfind("nvbandwidth", 0) == 0 &&
+                                            contains(line, "host_to_device_memcpy_ce (SUM)") && contains(line, "55.23 GB/s"));
+    }
+    CHECK(lessonRow);
+    CHECK(nvbandwidthRow);
 }

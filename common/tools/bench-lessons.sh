@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # bench-lessons.sh BINARY... — runs each lesson's benchmark mode (--bench), then
-# prints one table of every "bench: <metric> = <value> <unit>" line they printed.
+# prints one table of every "bench: <metric> = <value> <unit>" line they printed, headed
+# by the GPU it ran on. Each ratio a lesson prints compares numbers measured in that same
+# run (or derived from the device's own attributes). When NVIDIA's nvbandwidth is on the
+# PATH it runs too, and its copy-engine figures are printed beside the lessons' own.
 set -uo pipefail
 
 rows=()
@@ -24,7 +27,19 @@ for binary in "$@"; do
     done < <(sed -n 's/^bench: //p' "$log")
 done
 
-printf '\n%-24s %-44s %s\n' "lesson" "metric" "value"
+if command -v nvbandwidth >/dev/null 2>&1; then
+    printf '\n################ nvbandwidth ################\n'
+    nvbandwidth -t host_to_device_memcpy_ce device_to_host_memcpy_ce device_to_device_memcpy_read_ce 2>&1 | tee "$log"
+    while read -r _ testcase value; do
+        rows+=("$(printf '%-24s %-44s %s' "nvbandwidth" "$testcase (SUM)" "$value GB/s")")
+    done < <(grep '^SUM ' "$log")
+else
+    rows+=("$(printf '%-24s %-44s %s' "nvbandwidth" "(not on the PATH: not run)" "-")")
+fi
+
+machine=$("${DRIVER_PROBE:-build/tools/driver-probe}" --machine 2>/dev/null || echo "unknown GPU")
+printf '\nGPU: %s\n' "$machine"
+printf '%-24s %-44s %s\n' "lesson" "metric" "value"
 printf '%s\n' "------------------------------------------------------------------------------------------"
 printf '%s\n' "${rows[@]}"
 exit $failed

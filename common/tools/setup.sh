@@ -1,29 +1,50 @@
 #!/usr/bin/env bash
-# setup.sh WHAT — makes sure a build dependency is present; installs it on Debian/Ubuntu as root.
-#   catch2  Catch2 v3 (>= 3.4): Debian 12 has it only in bookworm-backports (3.7.1); Ubuntu 24.04 has 3.4.0.
-#   egl     EGL headers and libEGL.so for lesson 10 (package libegl-dev).
-# Prints what to do and fails when it cannot install (not root, no apt-get).
-set -euo pipefail
-what=${1:?usage: setup.sh catch2|egl}
+# setup.sh catch2        — makes sure Catch2 v3 (>= 3.4) is there for `make test`; installs it
+#                          on Debian/Ubuntu as root. Fails with what to install otherwise.
+# setup.sh egl OUT_DIR   — looks for the EGL headers and libEGL.so (lesson 10's optional
+#                          dependency; package libegl-dev), tries once to install them as root,
+#                          and writes what the build should use into OUT_DIR:
+#                            egl.cflags  empty, or -DCOURSE_NO_EGL (lesson 10 then runs as SKIP)
+#                            egl.libs    -lEGL, or empty
+#                            egl.ok      touched only when that changes (make rebuilds lesson 10)
+#                          It never fails the build.
+# Installing never leaves the package manager's own output as the last word: it goes to a log,
+# and a short paragraph says what happened and what to do.
+# COURSE_SETUP_ROOT (tests only) puts the file checks under another root, to play a machine
+# that lacks a package.
+set -uo pipefail
+what=${1:?usage: setup.sh catch2 | setup.sh egl OUT_DIR}
+root=${COURSE_SETUP_ROOT:-}
+multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 
 have_catch2() {
-    if pkg-config --exists 'catch2-with-main >= 3.4' 2>/dev/null; then return 0; fi
+    if [ -z "$root" ] && pkg-config --exists 'catch2-with-main >= 3.4' 2>/dev/null; then return 0; fi
     [ -n "${CATCH2_PREFIX:-}" ] && [ -f "$CATCH2_PREFIX/include/catch2/catch_test_macros.hpp" ]
 }
-have_egl() { [ -f /usr/include/EGL/egl.h ] && { [ -e /usr/lib/x86_64-linux-gnu/libEGL.so ] || ldconfig -p | grep -q 'libEGL.so '; }; }
+have_egl() {
+    [ -f "$root/usr/include/EGL/egl.h" ] || return 1
+    [ -e "$root/usr/lib/$multiarch/libEGL.so" ] || [ -e "$root/usr/lib/libEGL.so" ]
+}
 
 can_apt() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
 
-apt_install() {  # apt_install [-t suite] package...
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+apt_install() {  # apt_install [-t suite] package... ; output goes to $log
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null
-    apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+    apt-get update -qq >>"$log" 2>&1 && apt-get install -y -qq --no-install-recommends "$@" >>"$log" 2>&1
+}
+# Why an install could not happen, in one sentence.
+why_not() {
+    if [ "$(id -u)" != 0 ]; then echo "this user is not root";
+    elif ! command -v apt-get >/dev/null 2>&1; then echo "there is no apt-get on this system";
+    else echo "apt-get failed ($( (grep -m1 '^E:' "$log" || grep -m1 -E '^(Err|W):' "$log") | cut -c1-100))"; fi
 }
 
 case "$what" in
 catch2)
     have_catch2 && exit 0
-    echo "setup: Catch2 v3 (>= 3.4) not found; installing it"
+    echo "setup: Catch2 v3 (>= 3.4) not found; trying to install it (needed by make test only)"
     if can_apt; then
         . /etc/os-release
         if [ "${VERSION_CODENAME:-}" = bookworm ]; then
@@ -36,17 +57,37 @@ catch2)
         fi
     fi
     have_catch2 && exit 0
-    echo "setup: could not install Catch2 v3 >= 3.4. Install it (Debian 12: apt-get install -t bookworm-backports catch2;" >&2
-    echo "       Ubuntu 24.04: apt-get install catch2), or build it and run: make test CATCH2_PREFIX=/path/to/prefix" >&2
+    cat >&2 <<MSG
+
+setup: make test needs Catch2 v3 (>= 3.4), and it could not be installed: $(why_not).
+       Install it as root (Debian 12: apt-get install -t bookworm-backports catch2; Ubuntu 24.04:
+       apt-get install catch2), or build Catch2 yourself and run: make test CATCH2_PREFIX=/its/prefix
+       The lessons do not need it: make run works without it.
+MSG
     exit 1
     ;;
 egl)
-    have_egl && exit 0
-    echo "setup: EGL headers not found; installing libegl-dev"
-    can_apt && apt_install libegl-dev
-    have_egl && exit 0
-    echo "setup: lesson 10 needs the EGL headers and libEGL.so: install libegl-dev (Debian/Ubuntu)" >&2
-    exit 1
+    out=${2:?usage: setup.sh egl OUT_DIR}
+    mkdir -p "$out"
+    if ! have_egl && [ ! -e "$out/egl.tried" ]; then
+        touch "$out/egl.tried"  # one try per build folder: an offline machine is not asked again
+        echo "setup: EGL headers not found (lesson 10); trying to install libegl-dev"
+        can_apt && apt_install libegl-dev
+        have_egl || cat >&2 <<MSG
+
+setup: lesson 10 is built without EGL: $(why_not). Lessons 01-09 and 11+ are not affected;
+       lesson 10 will print Result = SKIP. To run it, install the EGL headers as root
+       (Debian/Ubuntu: apt-get install libegl-dev), then run make again.
+MSG
+    fi
+    if have_egl; then cflags=""; libs="-lEGL"; else cflags="-DCOURSE_NO_EGL"; libs=""; fi
+    if [ "$(cat "$out/egl.cflags" 2>/dev/null)" != "$cflags" ] || [ "$(cat "$out/egl.libs" 2>/dev/null)" != "$libs" ] ||
+        [ ! -e "$out/egl.ok" ]; then
+        printf '%s\n' "$cflags" >"$out/egl.cflags"
+        printf '%s\n' "$libs" >"$out/egl.libs"
+        touch "$out/egl.ok"
+    fi
+    exit 0
     ;;
 *)
     echo "setup: unknown dependency '$what'" >&2

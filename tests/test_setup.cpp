@@ -1,0 +1,78 @@
+// CPU tests of the set-up step on machines that lack what the course can use: no EGL
+// headers, not root, offline. They play such a machine with COURSE_SETUP_ROOT (the file
+// checks look under an empty folder) and with stand-ins for `id` and `apt-get` first on PATH.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "tests/harness.h"
+
+using namespace harness;
+
+namespace {
+
+// A folder of stand-in commands: `id -u` answers uid, `apt-get` fails as an offline one does.
+std::string fakeMachine(const std::string& name, int uid) {
+    const std::string dir = buildDir() + "/tests/machines/" + name;
+    REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/bin " + dir + "/root").c_str()) == 0);
+    std::ofstream(dir + "/bin/id") << "#!/bin/sh\n[ \"$1\" = -u ] && { echo " << uid << "; exit 0; }\nexec /usr/bin/id \"$@\"\n";
+    std::ofstream(dir + "/bin/apt-get")
+        << "#!/bin/sh\necho 'Err:1 http://deb.debian.org/debian bookworm InRelease'\n"
+           "echo 'E: Unable to locate package libegl-dev' >&2\nexit 100\n";
+    REQUIRE(std::system(("chmod +x " + dir + "/bin/id " + dir + "/bin/apt-get").c_str()) == 0);
+    return dir;
+}
+
+RunOptions onMachine(const std::string& machine, std::vector<std::string> args) {
+    RunOptions options;
+    options.args = std::move(args);
+    options.setEnv["PATH"] = machine + "/bin:" + std::string(std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin");
+    options.setEnv["COURSE_SETUP_ROOT"] = machine + "/root";
+    options.unsetEnv = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CATCH2_PREFIX"};
+    options.timeoutSeconds = 300;
+    return options;
+}
+
+std::string lastNonEmptyLine(const std::string& text) {
+    std::string last;
+    for (const auto& line : lines(text))
+        if (line.find_first_not_of(" \t") != std::string::npos) last = line;
+    return last;
+}
+
+}  // namespace
+
+TEST_CASE("Offline as root, the set-up step ends with its own paragraph, not the package manager's output",
+          "[cpu][setup]") {
+    const std::string machine = fakeMachine("offline-root", 0);
+    const std::string out = machine + "/setup";
+    const RunResult r = run(repoRoot() + "/common/tools/setup.sh", onMachine(machine, {"egl", out}));
+    CHECK(r.exitCode == 0);  // an optional dependency never fails the build
+    CHECK(contains(r.err, "lesson 10 is built without EGL: apt-get failed (E: Unable to locate package libegl-dev)"));
+    CHECK(lastNonEmptyLine(r.err).find("make again") != std::string::npos);
+    std::ifstream cflags(out + "/egl.cflags");
+    std::string flag;
+    std::getline(cflags, flag);
+    CHECK(flag == "-DCOURSE_NO_EGL");
+
+    // The second build on the same offline machine does not ask apt-get again.
+    const RunResult again = run(repoRoot() + "/common/tools/setup.sh", onMachine(machine, {"egl", out}));
+    CHECK(again.exitCode == 0);
+    CHECK(again.err.empty());
+}
+
+TEST_CASE("Without Catch2 and without root, make test's set-up says what to install; make run never asks for it",
+          "[cpu][setup]") {
+    const std::string machine = fakeMachine("no-catch2-not-root", 1000);
+    const RunResult r = run(repoRoot() + "/common/tools/setup.sh", onMachine(machine, {"catch2"}));
+    CHECK(r.exitCode == 1);
+    CHECK(contains(r.err, "make test needs Catch2 v3 (>= 3.4), and it could not be installed: this user is not root"));
+    CHECK(contains(r.err, "make run works without it"));
+
+    const RunResult dryRun = run(
+        "make", onMachine(machine, {"-n", "-C", repoRoot(), "BUILD=" + machine + "/build", "run"}));
+    CHECK(dryRun.exitCode == 0);
+    CHECK_FALSE(contains(dryRun.out, "setup.sh catch2"));
+}
