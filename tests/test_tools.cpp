@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 #include <string>
 
 #include "tests/harness.h"
@@ -145,4 +146,40 @@ TEST_CASE("The bench runner names the GPU, collects bench lines, and runs nvband
     }
     CHECK(lessonRow);
     CHECK(nvbandwidthRow);
+}
+
+TEST_CASE("The sanitize runner's table counts each tool's errors, also with runs in parallel", "[cpu][tools]") {
+    // A stand-in compute-sanitizer: runs the program, then reports 2 errors for racecheck on
+    // programs named *-racy, none otherwise, in the real tool's summary formats.
+    const std::string fake = buildDir() + "/tests/fakes/fake-sanitizer";
+    std::ofstream(fake) << "#!/bin/bash\ntool=$2; program=${@: -1}\n\"$program\"; code=$?\n"
+                           "errors=0; [ \"$tool\" = racecheck ] && [[ $program == *-racy ]] && errors=2\n"
+                           "if [ \"$tool\" = racecheck ]; then echo \"========= RACECHECK SUMMARY: 0 hazards "
+                           "displayed ($errors errors, 0 warnings)\"; else echo \"========= ERROR SUMMARY: $errors "
+                           "errors\"; fi\n[ $errors = 0 ] && exit $code || exit 99\n";
+    REQUIRE(std::system(("chmod +x " + fake).c_str()) == 0);
+    const std::string clean = fakeLesson("fake-clean", "echo 'Result = PASS'");
+    const std::string racy = fakeLesson("fake-racy", "echo 'Result = PASS'");
+    const std::string skip = fakeLesson("fake-skipped", "echo 'Result = SKIP (not here)'; exit 77");
+
+    for (const char* jobs : {"1", "4"}) {
+        INFO("SANITIZE_JOBS=" << jobs);
+        RunOptions options = runnerArgs({clean, skip, racy});
+        options.setEnv["COMPUTE_SANITIZER"] = fake;
+        options.setEnv["SANITIZE_JOBS"] = jobs;
+        const RunResult r = run(repoRoot() + "/common/tools/sanitize-lessons.sh", options);
+        CHECK(r.exitCode != 0);
+        const std::regex cleanRow("fake-clean +0 +0 +0 +0 *");
+        const std::regex skipRow("fake-skipped +SKIP +SKIP +SKIP +SKIP *");
+        const std::regex racyRow("fake-racy +0 +2 +0 +0 *");
+        bool sawClean = false, sawSkip = false, sawRacy = false;
+        for (const auto& line : lines(r.out)) {
+            sawClean = sawClean || std::regex_match(line, cleanRow);
+            sawSkip = sawSkip || std::regex_match(line, skipRow);
+            sawRacy = sawRacy || std::regex_match(line, racyRow);
+        }
+        CHECK(sawClean);
+        CHECK(sawSkip);
+        CHECK(sawRacy);
+    }
 }

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# sanitize-lessons.sh BINARY... — runs every lesson under compute-sanitizer with
+# sanitize-lessons.sh BINARY... — runs every lesson program under compute-sanitizer with
 # memcheck (--leak-check full), racecheck, initcheck and synccheck, then prints a
-# table lesson x tool with the error count. Exits non-zero on any error.
-# A lesson that exits 77 (hardware not here) is reported as SKIP.
+# table program x tool with the error count. Exits non-zero on any error.
+# A program that exits 77 (hardware not here) is reported as SKIP.
 # API errors are not counted (--report-api-errors no): lessons provoke some on
 # purpose to show them, and an unexpected one already ends a lesson with exit 1.
+# SANITIZE_JOBS=N runs N sanitizer runs at a time (default 1); each run's log is kept
+# apart and the table comes out the same.
 set -uo pipefail
 
 sanitizer=${COMPUTE_SANITIZER:-compute-sanitizer}
@@ -12,36 +14,62 @@ command -v "$sanitizer" >/dev/null 2>&1 || [ -x "$sanitizer" ] || {
     echo "compute-sanitizer not found (set COMPUTE_SANITIZER=/path/to/compute-sanitizer)" >&2
     exit 1
 }
+jobs=${SANITIZE_JOBS:-1}
 tools=(memcheck racecheck initcheck synccheck)
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+
+# "NN-topic", or "NN-topic/program" for a lesson of several programs.
+label_of() {
+    local folder
+    folder=$(basename "$(dirname "$1")")
+    if [ "$(basename "$1")" = "$folder" ]; then echo "$folder"; else echo "$folder/$(basename "$1")"; fi
+}
+
+# Options a lesson adds for one tool in <lesson>/sanitizer-<tool>.args, reasons in its comments.
+extra_options() {  # extra_options BINARY TOOL
+    local file
+    file="$(basename "$(dirname "$1")")/sanitizer-$2.args"
+    [ -f "$file" ] && grep -v '^#' "$file" | tr '\n' ' '
+}
+
+sanitize_one() {  # sanitize_one INDEX BINARY TOOL: writes $logs/INDEX.log and $logs/INDEX.code
+    local extra=()
+    [ "$3" = memcheck ] && extra=(--leak-check full)
+    read -r -a from_file <<<"$(extra_options "$2" "$3")"
+    extra+=("${from_file[@]}")
+    "$sanitizer" --tool "$3" --report-api-errors no "${extra[@]}" --error-exitcode 99 "$2" >"$logs/$1.log" 2>&1
+    echo $? >"$logs/$1.code"
+}
+
+index=0
+for binary in "$@"; do
+    for tool in "${tools[@]}"; do
+        while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+        sanitize_one "$index" "$binary" "$tool" &
+        index=$((index + 1))
+    done
+done
+wait
+
 failed=0
 rows=()
 notes=()
-
+index=0
 for binary in "$@"; do
-    # "NN-topic", or "NN-topic/program" for a lesson of several programs.
-    folder=$(basename "$(dirname "$binary")")
-    lesson=$folder
-    [ "$(basename "$binary")" = "$folder" ] || lesson="$folder/$(basename "$binary")"
-    row=$(printf '%-24s' "$lesson")
+    lesson=$(label_of "$binary")
+    row=$(printf '%-40s' "$lesson")
     for tool in "${tools[@]}"; do
-        extra=()
-        [ "$tool" = memcheck ] && extra=(--leak-check full)
-        # A lesson may add options for one tool in <lesson>/sanitizer-<tool>.args, with
-        # the reason in its comments; the table marks such cells with '*'.
-        options_file="$folder/sanitizer-$tool.args"
-        mark=""
-        if [ -f "$options_file" ]; then
-            read -r -a from_file <<<"$(grep -v '^#' "$options_file" | tr '\n' ' ')"
-            extra+=("${from_file[@]}")
-            mark="*"
-            notes+=("$lesson $tool: ${from_file[*]} (why: $options_file)")
-        fi
+        log="$logs/$index.log"
+        code=$(cat "$logs/$index.code")
+        index=$((index + 1))
         printf '\n################ %s: %s ################\n' "$lesson" "$tool"
-        "$sanitizer" --tool "$tool" --report-api-errors no "${extra[@]}" --error-exitcode 99 "$binary" >"$log" 2>&1
-        code=$?
         tail -n 5 "$log"
+        mark=""
+        if [ -n "$(extra_options "$binary" "$tool")" ]; then
+            mark="*"
+            notes+=("$lesson $tool: $(extra_options "$binary" "$tool")(why: $(basename "$(dirname "$binary")")/sanitizer-$tool.args)")
+        fi
         # memcheck, initcheck, synccheck: "ERROR SUMMARY: N errors";
         # racecheck: "RACECHECK SUMMARY: H hazards displayed (N errors, W warnings)".
         errors=$(sed -n -e 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' \
@@ -60,8 +88,8 @@ for binary in "$@"; do
     rows+=("$row")
 done
 
-printf '\n%-24s' "lesson"; printf ' %-10s' "${tools[@]}"; printf '\n'
-printf '%s\n' "--------------------------------------------------------------------"
+printf '\n%-40s' "program"; printf ' %-10s' "${tools[@]}"; printf '\n'
+printf '%s\n' "------------------------------------------------------------------------------------"
 printf '%s\n' "${rows[@]}"
 [ ${#notes[@]} -eq 0 ] || printf '* %s\n' "${notes[@]}"
 exit $failed
