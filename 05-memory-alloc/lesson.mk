@@ -1,2 +1,4 @@
-# Lesson 05: `make bench` runs this program with --bench (bandwidth sweep up to 256 MiB).
-05-memory-alloc_BENCH := yes
+# Four programs, one idea each, run in this order by make run-05.
+05-memory-alloc_PROGRAMS := device_memory pinned_memory async_copies bandwidth
+# bandwidth --bench: the sweep up to 256 MiB and "bench:" lines for make bench.
+05-memory-alloc_BENCH := bandwidth

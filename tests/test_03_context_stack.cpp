@@ -54,30 +54,18 @@ long long freeMemory() {
 }  // namespace
 
 // ---------------------------------------------------------------------------
-// The lesson's output.
+// The lesson's output: four programs, run in this order by make run-03.
 
-TEST_CASE("Lesson 03 prints the stack after every step in push and pop order", "[gpu][lesson03]") {
-    requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+const std::vector<std::string> kPrograms = {"push_pop", "synchronize_scope", "memory_lifetime", "thread_stacks"};
+
+// Each program prints its stack copy after every change, top first; every "current
+// context" line is what the driver said, and it must be the copy's top.
+void checkStacks(const RunResult& r, const std::vector<std::string>& expected) {
     CHECK(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     CHECK_FALSE(contains(r.out, "MISMATCH"));
-
-    const std::vector<std::string> expected = {
-        "(empty)",                                                     // step 1
-        "ctxA",           "ctxB ctxA",                                 // step 2: each creation pushes
-        "ctxA",           "ctxB ctxA", "ctxA ctxB ctxA", "ctxB ctxA",  // step 4
-        "ctxA ctxB ctxA", "ctxB ctxA", "ctxA ctxB ctxA", "ctxB ctxA",  // step 5
-        "ctxA",           "ctxB ctxA",                                 // step 6
-        "ctxA",                                                        // step 7: destroying ctxB popped it
-        "(empty)",                                                     // step 8
-        "(empty)",        "ctxA",                                      // step 9
-        "(empty)",                                                     // step 10
-    };
     const auto stacks = valuesOf(r.out, "stack (top first)");
     CHECK(stacks == expected);
-
-    // Each "current context" line is what the driver said; it must be the top of the stack.
     const auto currents = valuesOf(r.out, "current context");
     REQUIRE(currents.size() == stacks.size());
     for (size_t i = 0; i < stacks.size(); ++i) {
@@ -87,16 +75,58 @@ TEST_CASE("Lesson 03 prints the stack after every step in push and pop order", "
     }
 }
 
+TEST_CASE("Lesson 03 runs its four programs in order", "[cpu][lesson03]") {
+    CHECK(lessonPrograms(kLesson) == kPrograms);
+}
+
+TEST_CASE("Lesson 03 prints the stack after every step in push and pop order", "[gpu][lesson03]") {
+    requireGpu();
+    SECTION("push_pop") {
+        checkStacks(defaultRun(kLesson, "push_pop"),
+                    {
+                        "(empty)",                                           // step 1
+                        "ctxA", "ctxB ctxA",                                 // step 2: each creation pushes
+                        "ctxA", "ctxB ctxA", "ctxA ctxB ctxA", "ctxB ctxA",  // step 4
+                        "ctxA",                                              // step 5: destroying ctxB popped it
+                        "(empty)",                                           // step 6
+                        "(empty)",                                           // step 7: ctxA was floating
+                    });
+    }
+    SECTION("synchronize_scope") {
+        checkStacks(defaultRun(kLesson, "synchronize_scope"), {
+                                                                  "ctxA", "ctxB ctxA",             // step 1
+                                                                  "ctxA ctxB ctxA", "ctxB ctxA",   // step 2
+                                                                  "ctxA ctxB ctxA",                // step 3
+                                                                  "ctxB ctxA", "ctxA", "(empty)",  // step 5
+                                                              });
+    }
+    SECTION("memory_lifetime") {
+        checkStacks(defaultRun(kLesson, "memory_lifetime"),
+                    {
+                        "ctxA", "ctxB ctxA",  // step 1
+                        "ctxA",               // step 2: popped, not freed
+                        "ctxB ctxA", "ctxA",  // step 3: destroying ctxB popped it
+                        "(empty)",            // step 4
+                    });
+    }
+    SECTION("thread_stacks") {
+        checkStacks(defaultRun(kLesson, "thread_stacks"), {
+                                                              "ctxA", "(empty)",             // step 1: ctxA floating
+                                                              "(empty)", "ctxA", "(empty)",  // step 3
+                                                          });
+    }
+}
+
 TEST_CASE("Lesson 03 measures that destroying the current context leaves the one below current", "[gpu][lesson03]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "push_pop");
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "current context after destroying ctxB") == "ctxA");
 }
 
 TEST_CASE("Lesson 03 reads back the flags and device a context was created with", "[gpu][lesson03]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "push_pop");
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "ctxB scheduling") == "CU_CTX_SCHED_BLOCKING_SYNC");
     CHECK(valueOf(r.out, "ctxB device") == "0");
@@ -108,18 +138,18 @@ TEST_CASE("Lesson 03 reads back the flags and device a context was created with"
 
 TEST_CASE("Lesson 03 shows the provoked CUDA_ERROR_INVALID_CONTEXT with the check macro's report", "[gpu][lesson03]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "push_pop");
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "cuCtxSynchronize with an empty stack") == "CUDA_ERROR_INVALID_CONTEXT");
     CHECK(contains(r.err, "CUDA driver call failed: cuCtxSynchronize()"));
     CHECK(contains(r.err, "CUDA_ERROR_INVALID_CONTEXT (code 201)"));
-    CHECK(contains(r.err, "03-context-stack/main.cpp:"));
+    CHECK(contains(r.err, "03-context-stack/push_pop.cpp:"));
     CHECK(contains(r.err, "hint:"));
 }
 
 TEST_CASE("Lesson 03's new thread starts with no current context and can use a floating one", "[gpu][lesson03]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "thread_stacks");
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "new thread current context") == "none");
     CHECK(valueOf(r.out, "worker current context after cuCtxPushCurrent(ctxA)") == "ctxA");
@@ -129,7 +159,7 @@ TEST_CASE("Lesson 03's new thread starts with no current context and can use a f
 
 TEST_CASE("Lesson 03 shows cuCtxSynchronize waiting for the current context's work only", "[gpu][lesson03]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "synchronize_scope");
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "ctxA's stream after cuCtxSynchronize in ctxB") == "CUDA_ERROR_NOT_READY");
     CHECK(valueOf(r.out, "ctxA's stream after cuCtxSynchronize in ctxA") == "CUDA_SUCCESS");
@@ -139,7 +169,7 @@ TEST_CASE("Lesson 03 shows cuCtxSynchronize waiting for the current context's wo
 
 TEST_CASE("Lesson 03 shows memory surviving a pop and freed by cuMemFree", "[gpu][lesson03]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "memory_lifetime");
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "memory after pop") == "still allocated");
     CHECK(valueOf(r.out, "memory after cuMemFree") == "freed");
@@ -150,7 +180,7 @@ TEST_CASE("Lesson 03 with --free-by-destroy shows memory surviving a pop and fre
     requireGpu();
     RunOptions options;
     options.args = {"--free-by-destroy"};
-    const RunResult r = runLesson(kLesson, options);
+    const RunResult r = runLesson(kLesson, options, "memory_lifetime");
     CHECK(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "memory after pop") == "still allocated");
@@ -161,12 +191,15 @@ TEST_CASE("Lesson 03 with --free-by-destroy shows memory surviving a pop and fre
 TEST_CASE("Lesson 03 rejects an unknown argument with a usage line and exit 2", "[cpu][lesson03]") {
     // Arguments are parsed before any driver call; the stub only lets the program load.
     const std::vector<std::vector<std::string>> badCommandLines = {{"--bogus"}, {"--device"}, {"--device", "zero"}};
-    for (const auto& args : badCommandLines) {
-        const RunResult r = runAgainstStub(kLesson, args);
-        INFO(args.front() << (args.size() > 1 ? " " + args.back() : ""));
-        CHECK(r.exitCode == 2);
-        CHECK(contains(r.err, "usage:"));
-        CHECK(contains(r.err, "--free-by-destroy"));
+    for (const auto& program : kPrograms) {
+        for (const auto& args : badCommandLines) {
+            const RunResult r = runAgainstStub(kLesson, args, program);
+            INFO(program << " " << args.front() << (args.size() > 1 ? " " + args.back() : ""));
+            CHECK(r.exitCode == 2);
+            CHECK(contains(r.err, "usage:"));
+            CHECK(contains(r.err, "--device N"));
+            if (program == "memory_lifetime") CHECK(contains(r.err, "--free-by-destroy"));
+        }
     }
 }
 

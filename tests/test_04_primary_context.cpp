@@ -44,51 +44,72 @@ CUdevice firstDevice() {
 }  // namespace
 
 // ---------------------------------------------------------------------------
-// The lesson's output.
+// The lesson's output: four programs, run in this order by make run-04.
+
+const std::vector<std::string> kPrograms = {"retain_release", "shared_by_threads", "context_costs", "reset"};
+
+TEST_CASE("Lesson 04 runs its four programs in order", "[cpu][lesson04]") {
+    CHECK(lessonPrograms(kLesson) == kPrograms);
+}
 
 TEST_CASE("Lesson 04 gets the same primary context from two retains and from two threads", "[gpu][lesson04]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "retain_release");
     CHECK(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "second retain") == "same handle");
+    const RunResult& threads = defaultRun(kLesson, "shared_by_threads");
+    CHECK(threads.exitCode == 0);
+    CHECK(contains(threads.out, "Result = PASS"));
     for (const std::string thread : {"thread 1", "thread 2"}) {
         INFO(thread);
-        CHECK(valueOf(r.out, thread + " current context at start") == "none");
-        CHECK(startsWith(valueOf(r.out, thread + " handle"), "same as the main thread's"));
-        CHECK(valueOf(r.out, thread + " current context while using it") == "primary");
+        CHECK(valueOf(threads.out, thread + " current context at start") == "none");
+        CHECK(startsWith(valueOf(threads.out, thread + " handle"), "same as the main thread's"));
+        CHECK(valueOf(threads.out, thread + " current context while using it") == "primary");
     }
 }
 
 TEST_CASE("Lesson 04's primary context goes from inactive to active and back as it is retained and released",
           "[gpu][lesson04]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "retain_release");
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "active at start") == "0");
     CHECK(valueOf(r.out, "active after cuDevicePrimaryCtxSetFlags") == "0");
     CHECK(valueOf(r.out, "active after retain") == "1");
     CHECK(valueOf(r.out, "active after second retain") == "1");
     CHECK(valueOf(r.out, "active after one release") == "1");
-    CHECK(valueOf(r.out, "active after the threads released") == "1");
     CHECK(valueOf(r.out, "active after final release") == "0");
-    CHECK(valueOf(r.out, "active after the timing runs") == "0");
-    CHECK(valueOf(r.out, "active at the end") == "0");
+    const RunResult& threads = defaultRun(kLesson, "shared_by_threads");
+    CHECK(threads.exitCode == 0);
+    CHECK(valueOf(threads.out, "active after retain") == "1");
+    CHECK(valueOf(threads.out, "active after the threads released") == "1");
+    CHECK(valueOf(threads.out, "active at the end") == "0");
+    const RunResult& costs = defaultRun(kLesson, "context_costs");
+    CHECK(costs.exitCode == 0);
+    CHECK(valueOf(costs.out, "active at start") == "0");
+    CHECK(valueOf(costs.out, "active after the timing runs") == "0");
+    const RunResult& reset = defaultRun(kLesson, "reset");
+    CHECK(reset.exitCode == 0);
+    CHECK(valueOf(reset.out, "active at the end") == "0");
 }
 
 TEST_CASE("Lesson 04 shows that retaining leaves the current context unchanged", "[gpu][lesson04]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "retain_release");
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "current context before retain") == "none");
     CHECK(valueOf(r.out, "current context after retain") == "none");
     CHECK(valueOf(r.out, "current context after cuCtxSetCurrent") == "primary");
-    CHECK(valueOf(r.out, "current context at the end") == "none");
+    CHECK(valueOf(r.out, "current context after cuCtxSetCurrent(NULL)") == "none");
+    const RunResult& reset = defaultRun(kLesson, "reset");
+    CHECK(reset.exitCode == 0);
+    CHECK(valueOf(reset.out, "current context at the end") == "none");
 }
 
 TEST_CASE("Lesson 04's primary context starts with the flags set before activation", "[gpu][lesson04]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "retain_release");
     CHECK(r.exitCode == 0);
     CHECK(startsWith(valueOf(r.out, "flags after cuDevicePrimaryCtxSetFlags"), "0x4 (CU_CTX_SCHED_BLOCKING_SYNC"));
     CHECK(startsWith(valueOf(r.out, "flags after retain"), "0x4 (CU_CTX_SCHED_BLOCKING_SYNC"));
@@ -97,8 +118,9 @@ TEST_CASE("Lesson 04's primary context starts with the flags set before activati
 
 TEST_CASE("Lesson 04 resets the primary context and may still release it afterwards", "[gpu][lesson04]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "reset");
     CHECK(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "active before reset") == "1");
     CHECK(valueOf(r.out, "active after reset") == "0");
     CHECK(valueOf(r.out, "cuDevicePrimaryCtxRelease after reset") == "CUDA_SUCCESS");
@@ -106,8 +128,10 @@ TEST_CASE("Lesson 04 resets the primary context and may still release it afterwa
 
 TEST_CASE("Lesson 04 prints its three timings and walks every device", "[gpu][lesson04]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "context_costs");
     CHECK(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    CHECK(valueOf(r.out, "runs per measurement") == "10 (median)");
     // Timings vary from run to run: only their presence and unit are checked.
     for (const std::string label : {"cuCtxCreate + cuCtxDestroy", "retain + release, cold (activates and tears down)",
                                     "retain + release, warm (already active)"}) {
@@ -117,17 +141,19 @@ TEST_CASE("Lesson 04 prints its three timings and walks every device", "[gpu][le
         CHECK(value->size() > 3);
         CHECK(value->substr(value->size() - 3) == " us");
     }
+    const RunResult& threads = defaultRun(kLesson, "shared_by_threads");
+    CHECK(threads.exitCode == 0);
     const int count = driver().deviceCount();
-    CHECK(valueOf(r.out, "device count") == std::to_string(count));
+    CHECK(valueOf(threads.out, "device count") == std::to_string(count));
     for (int d = 0; d < count; ++d) {
         INFO("device " << d);
-        CHECK(contains(valueOf(r.out, "device " + std::to_string(d) + " primary context").value_or(""),
+        CHECK(contains(valueOf(threads.out, "device " + std::to_string(d) + " primary context").value_or(""),
                        "active while retained: 1"));
     }
     if (count == 1) {
-        CHECK(contains(r.out, "one device on this machine"));
+        CHECK(contains(threads.out, "one device on this machine"));
     } else {
-        CHECK(valueOf(r.out, "primary contexts of different devices") == "all distinct");
+        CHECK(valueOf(threads.out, "primary contexts of different devices") == "all distinct");
     }
 }
 
@@ -135,7 +161,7 @@ TEST_CASE("Lesson 04 --bench prints bench lines for make bench", "[gpu][lesson04
     requireGpu();
     RunOptions options;
     options.args = {"--bench"};
-    const RunResult r = runLesson(kLesson, options);
+    const RunResult r = runLesson(kLesson, options, "context_costs");
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "runs per measurement") == "50 (median)");
     CHECK(contains(r.out, "bench: cuCtxCreate+cuCtxDestroy = "));
@@ -146,13 +172,18 @@ TEST_CASE("Lesson 04 --bench prints bench lines for make bench", "[gpu][lesson04
 TEST_CASE("Lesson 04 rejects an unknown argument with a usage line and exit 2", "[cpu][lesson04]") {
     // Arguments are parsed before any driver call; the stub only lets the program load.
     const std::vector<std::vector<std::string>> badCommandLines = {{"--bogus"}, {"--device"}, {"--device", "one"}};
-    for (const auto& args : badCommandLines) {
-        const RunResult r = runAgainstStub(kLesson, args);
-        INFO(args.front() << (args.size() > 1 ? " " + args.back() : ""));
-        CHECK(r.exitCode == 2);
-        CHECK(contains(r.err, "usage:"));
-        CHECK(contains(r.err, "--bench"));
+    for (const auto& program : kPrograms) {
+        for (const auto& args : badCommandLines) {
+            const RunResult r = runAgainstStub(kLesson, args, program);
+            INFO(program << " " << args.front() << (args.size() > 1 ? " " + args.back() : ""));
+            CHECK(r.exitCode == 2);
+            CHECK(contains(r.err, "usage:"));
+            CHECK(contains(r.err, "--device N"));
+            if (program == "context_costs") CHECK(contains(r.err, "--bench"));
+        }
     }
+    // --bench belongs to the timing program only.
+    CHECK(runAgainstStub(kLesson, {"--bench"}, "retain_release").exitCode == 2);
 }
 
 // ---------------------------------------------------------------------------

@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "05-memory-alloc/pcie_link.h"
 #include "tests/harness.h"
 
 using namespace harness;
@@ -15,6 +17,11 @@ using namespace harness;
 namespace {
 
 const std::string kLesson = "05-memory-alloc";
+const std::vector<std::string> kPrograms = {"device_memory", "pinned_memory", "async_copies", "bandwidth"};
+// A fake sysfs tree: one PCI device per case (see its README.md).
+std::string fakeSysfs() {
+    return repoRoot() + "/tests/fixtures/sysfs-pcie";
+}
 constexpr long long kPageBytes = 2LL << 20;  // the driver's allocation page on current GPUs
 constexpr size_t kOnePebibyte = size_t{1} << 50;
 
@@ -58,14 +65,121 @@ TEST_CASE("Lesson 05 rejects a --size that is not a positive multiple of 4 with 
     // Arguments are checked before cuInit; the stub driver only lets the program load.
     for (const char* size : {"abc", "0", "-4096", "6", "12MiB"}) {
         INFO("--size " << size);
-        const RunResult r = runAgainstStub(kLesson, {"--size", size});
+        const RunResult r = runAgainstStub(kLesson, {"--size", size}, "device_memory");
         CHECK(r.exitCode == 2);
         CHECK(contains(r.err, "usage:"));
         CHECK_FALSE(contains(r.err, "CUDA_ERROR_STUB_LIBRARY"));
     }
-    const RunResult r = runAgainstStub(kLesson, {"--size"});
+    const RunResult r = runAgainstStub(kLesson, {"--size"}, "device_memory");
     CHECK(r.exitCode == 2);
     CHECK(contains(r.err, "usage:"));
+}
+
+TEST_CASE("Lesson 05 runs its four programs in order, each rejecting an unknown argument", "[cpu][lesson05]") {
+    CHECK(lessonPrograms(kLesson) == kPrograms);
+    for (const auto& program : kPrograms) {
+        for (const std::vector<std::string>& args : {std::vector<std::string>{"--bogus"}, {"--device", "x"}}) {
+            INFO(program << " " << args.front());
+            const RunResult r = runAgainstStub(kLesson, args, program);
+            CHECK(r.exitCode == 2);
+            CHECK(contains(r.err, "usage:"));
+        }
+    }
+    // --size belongs to device_memory, --bench to bandwidth.
+    CHECK(runAgainstStub(kLesson, {"--size", "4096"}, "pinned_memory").exitCode == 2);
+    CHECK(runAgainstStub(kLesson, {"--bench"}, "device_memory").exitCode == 2);
+}
+
+TEST_CASE("A PCIe bus id as CUDA writes it names the sysfs folder", "[cpu][lesson05]") {
+    CHECK(pcie::sysfsDeviceName("00000000:19:00.0") == "0000:19:00.0");
+    CHECK(pcie::sysfsDeviceName("0000:19:00.0") == "0000:19:00.0");
+    CHECK(pcie::sysfsDeviceName("0001:AB:00.0") == "0001:ab:00.0");
+    CHECK(pcie::sysfsDeviceName("00010000:3B:00.0") == "10000:3b:00.0");
+}
+
+TEST_CASE("PCIe link speed and width text parse as the kernel writes them, and nothing else does", "[cpu][lesson05]") {
+    CHECK(pcie::parseLinkSpeed("32.0 GT/s PCIe") == 32.0);
+    CHECK(pcie::parseLinkSpeed("8 GT/s") == 8.0);
+    CHECK(pcie::parseLinkSpeed("2.5 GT/s") == 2.5);
+    for (const char* bad : {"Unknown", "Unknown speed", "", "fast", "32.0", "32.0 GB/s", "-8 GT/s"}) {
+        INFO(bad);
+        CHECK(pcie::parseLinkSpeed(bad) == 0.0);
+    }
+    CHECK(pcie::parseLinkWidth("16") == 16);
+    CHECK(pcie::parseLinkWidth("1") == 1);
+    for (const char* bad : {"x16", "", "0", "16 lanes", "-1"}) {
+        INFO(bad);
+        CHECK(pcie::parseLinkWidth(bad) == 0);
+    }
+}
+
+TEST_CASE("The PCIe link's theoretical rate is GT/s x lanes x encoding / 8 for each generation", "[cpu][lesson05]") {
+    struct Case {
+        double gigaTransfers;
+        int generation;
+        const char* encoding;
+        double x16;  // GB/s per direction at 16 lanes
+    };
+    for (const Case& c :
+         {Case{2.5, 1, "8b/10b", 4.0}, Case{5.0, 2, "8b/10b", 8.0}, Case{8.0, 3, "128b/130b", 8.0 * 16 * 128 / 130 / 8},
+          Case{16.0, 4, "128b/130b", 16.0 * 16 * 128 / 130 / 8}, Case{32.0, 5, "128b/130b", 32.0 * 16 * 128 / 130 / 8},
+          Case{64.0, 6, "FLIT 242/256", 64.0 * 16 * 242 / 256 / 8}}) {
+        INFO(c.gigaTransfers << " GT/s");
+        const pcie::Link link = pcie::linkRate(c.gigaTransfers, 16);
+        REQUIRE(link.known);
+        CHECK(link.generation == c.generation);
+        CHECK(std::string(link.encoding) == c.encoding);
+        CHECK(std::fabs(link.gigabytesPerSecond - c.x16) < 1e-9);
+    }
+    CHECK(std::fabs(pcie::linkRate(32.0, 16).gigabytesPerSecond - 63.015) < 0.001);
+    CHECK(std::fabs(pcie::linkRate(16.0, 8).gigabytesPerSecond - 15.754) < 0.001);
+    CHECK_FALSE(pcie::linkRate(7.0, 16).known);
+    CHECK_FALSE(pcie::linkRate(32.0, 0).known);
+}
+
+TEST_CASE("The PCIe link is read from a sysfs tree: gen4 x16, gen5 x16, gen1 x16", "[cpu][lesson05]") {
+    const pcie::Link gen4 = pcie::readLink(fakeSysfs(), "00000000:17:00.0");
+    REQUIRE(gen4.known);
+    CHECK(gen4.device == "0000:17:00.0");
+    CHECK(gen4.generation == 4);
+    CHECK(gen4.lanes == 16);
+    CHECK(std::fabs(gen4.gigabytesPerSecond - 31.508) < 0.001);
+
+    const pcie::Link gen5 = pcie::readLink(fakeSysfs(), "0000:19:00.0");
+    REQUIRE(gen5.known);
+    CHECK(gen5.generation == 5);
+    CHECK(std::string(gen5.encoding) == "128b/130b");
+    CHECK(std::fabs(gen5.gigabytesPerSecond - 63.015) < 0.001);
+    const pcie::Link gen5Max = pcie::readLink(fakeSysfs(), "0000:19:00.0", "max");
+    REQUIRE(gen5Max.known);
+    CHECK(gen5Max.gigabytesPerSecond == gen5.gigabytesPerSecond);
+
+    const pcie::Link gen1 = pcie::readLink(fakeSysfs(), "0000:1C:00.0");
+    REQUIRE(gen1.known);
+    CHECK(gen1.generation == 1);
+    CHECK(std::string(gen1.encoding) == "8b/10b");
+    CHECK(gen1.gigabytesPerSecond == 4.0);
+}
+
+TEST_CASE("A missing, garbled or down PCIe link gives no rate and says why", "[cpu][lesson05]") {
+    const pcie::Link missing = pcie::readLink(fakeSysfs(), "0000:1a:00.0");
+    CHECK_FALSE(missing.known);
+    CHECK(contains(missing.reason, "cannot read"));
+    CHECK(contains(missing.reason, "current_link_speed"));
+    CHECK_FALSE(pcie::readLink(fakeSysfs(), "0000:1a:00.0", "max").known);
+
+    const pcie::Link garbage = pcie::readLink(fakeSysfs(), "0000:1b:00.0");
+    CHECK_FALSE(garbage.known);
+    CHECK(contains(garbage.reason, "'fast'"));
+
+    const pcie::Link down = pcie::readLink(fakeSysfs(), "0000:1d:00.0");
+    CHECK_FALSE(down.known);
+    CHECK(contains(down.reason, "'Unknown'"));
+
+    const pcie::Link absent = pcie::readLink(fakeSysfs(), "0000:99:00.0");
+    CHECK_FALSE(absent.known);
+    CHECK(contains(absent.reason, "cannot read"));
+    CHECK(pcie::readLink("/nonexistent-sysfs", "0000:19:00.0").reason.size() > 0);
 }
 
 TEST_CASE("std::bit_cast gives 555.0f's IEEE-754 bits, the value the lesson hands to cuMemsetD32", "[cpu][lesson05]") {
@@ -87,7 +201,7 @@ TEST_CASE("std::bit_cast gives 555.0f's IEEE-754 bits, the value the lesson hand
 
 TEST_CASE("Lesson 05 passes and reads every memset pattern back exactly", "[gpu][lesson05]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "device_memory");
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     // The default size is 4 MiB: 1048576 floats, 2097152 halves, 4194304 bytes.
@@ -103,7 +217,7 @@ TEST_CASE("Lesson 05 runs its memset and copy checks at the size given with --si
     requireGpu();
     RunOptions options;
     options.args = {"--size", "1000004"};  // not a power of two: 250001 floats
-    const RunResult r = runLesson(kLesson, options);
+    const RunResult r = runLesson(kLesson, options, "device_memory");
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "cuMemsetD32 555.0f") == "250001 of 250001 floats read back as 555.0f (bits 0x440ac000)");
     CHECK(valueOf(r.out, "cuMemsetD16 0x3c00 (1.0 in fp16)") == "500002 of 500002 halves read back as 0x3c00");
@@ -113,16 +227,22 @@ TEST_CASE("Lesson 05 runs its memset and copy checks at the size given with --si
 
 TEST_CASE("Lesson 05's host-device round trips come back equal", "[gpu][lesson05]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "device_memory");
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "round trip HtoD -> DtoD -> DtoH") == "equal (4194304 bytes)");
-    CHECK(valueOf(r.out, "async round trip write-combined -> device -> pinned") == "equal (4194304 bytes)");
+    const RunResult& async = defaultRun(kLesson, "async_copies");
+    REQUIRE(async.exitCode == 0);
+    CHECK(contains(async.out, "Result = PASS"));
+    CHECK(valueOf(async.out, "async round trip write-combined -> device -> pinned") == "equal (4194304 bytes)");
+    CHECK(valueOf(async.out, "download to pageable memory") == "equal to the source");
 }
 
 TEST_CASE("Lesson 05 writes pinned memory through the address cuMemHostGetDevicePointer gives", "[gpu][lesson05]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "pinned_memory");
     REQUIRE(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    CHECK(valueOf(r.out, "unified addressing") == "yes");
     CHECK(valueOf(r.out, "cuMemsetD32 through the mapped buffer's device address") ==
           "1048576 of 1048576 words on the host read 0xcafef00d");
     CHECK(valueOf(r.out, "cuMemsetD32 through the registered buffer's device address") ==
@@ -146,7 +266,7 @@ TEST_CASE("Lesson 05 writes pinned memory through the address cuMemHostGetDevice
 
 TEST_CASE("Lesson 05 gives device memory back: free memory ends where it started", "[gpu][lesson05]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "device_memory");
     REQUIRE(r.exitCode == 0);
     const long long atStart = leadingNumber(valueOf(r.out, "device free memory at start"));
     const long long atEnd = leadingNumber(valueOf(r.out, "device free memory at end"));
@@ -156,11 +276,15 @@ TEST_CASE("Lesson 05 gives device memory back: free memory ends where it started
     const long long withA = leadingNumber(valueOf(r.out, "device free memory after cuMemAlloc"));
     CHECK(atStart - withA >= 4LL << 20);
     CHECK(contains(r.out, "primary context: released"));
+    for (const auto& program : kPrograms) {
+        INFO(program);
+        CHECK(contains(defaultRun(kLesson, program).out, "primary context: released"));
+    }
 }
 
 TEST_CASE("Lesson 05 reports a positive bandwidth for every size and kind of memory", "[gpu][lesson05]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "bandwidth");
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "| size | H2D pageable | H2D pinned | D2H pageable | D2H pinned |"));
     for (const char* size : {"64 KiB", "1 MiB", "16 MiB"}) {
@@ -169,18 +293,53 @@ TEST_CASE("Lesson 05 reports a positive bandwidth for every size and kind of mem
         REQUIRE(cells.size() == 4);
         for (const double rate : cells) CHECK(rate > 0.0);  // no thresholds: timings are not asserted
     }
-    // The call-time lines are printed for all four combinations.
+    CHECK(contains(r.out, "Result = PASS"));
+    // Pinned copies against the PCIe link's rate: a percentage, or n/a with the reason.
+    for (const char* ratio : {"H2D pinned 16 MiB vs PCIe link", "D2H pinned 16 MiB vs PCIe link"}) {
+        INFO(ratio);
+        const auto value = valueOf(r.out, ratio);
+        REQUIRE(value);
+        CHECK((value->rfind("n/a (", 0) == 0 || (value->size() > 2 && value->substr(value->size() - 2) == " %")));
+    }
+    CHECK(valueOf(r.out, "PCIe theoretical rate per direction"));
+    // The call-time lines are printed for all four combinations, each with what the reference documents.
+    const RunResult& async = defaultRun(kLesson, "async_copies");
+    REQUIRE(async.exitCode == 0);
     for (const char* call : {"cuMemcpyHtoDAsync from pinned memory", "cuMemcpyHtoDAsync from pageable memory",
                              "cuMemcpyDtoHAsync to pinned memory", "cuMemcpyDtoHAsync to pageable memory"})
-        CHECK(valueOf(r.out, call));
+        CHECK(valueOf(async.out, call));
+    CHECK(valuesOf(async.out, "  documented").size() == 4);
 }
 
-TEST_CASE("Lesson 05 --bench prints the 256 MiB figures and the ratio to nvbandwidth", "[gpu][lesson05][bench]") {
+TEST_CASE("Lesson 05's PCIe link rate is what sysfs says for the GPU's bus id", "[gpu][lesson05]") {
+    requireGpu();
+    const RunResult& r = defaultRun(kLesson, "bandwidth");
+    REQUIRE(r.exitCode == 0);
+    const auto busId = valueOf(r.out, "PCI bus id");
+    REQUIRE(busId);
+    char fromDriver[32] = {};
+    auto getBusId = DRIVER_FUNCTION(driver(), cuDeviceGetPCIBusId);
+    REQUIRE(getBusId);
+    REQUIRE(getBusId(fromDriver, sizeof(fromDriver), 0) == CUDA_SUCCESS);
+    CHECK(*busId == fromDriver);
+    CHECK(valueOf(r.out, "sysfs device") == "/sys/bus/pci/devices/" + pcie::sysfsDeviceName(fromDriver));
+    // The width and generation the device and slot allow do not change with power states.
+    const pcie::Link atMost = pcie::readLink("/sys", fromDriver, "max");
+    const auto printed = valueOf(r.out, "PCIe link at most (max_link_*)");
+    REQUIRE(printed);
+    if (atMost.known) {
+        CHECK(contains(*printed, "x" + std::to_string(atMost.lanes) + " (gen" + std::to_string(atMost.generation)));
+    } else {
+        CHECK(printed->rfind("n/a (", 0) == 0);
+    }
+}
+
+TEST_CASE("Lesson 05 --bench prints the 256 MiB figures and the ratio to the PCIe link", "[gpu][lesson05][bench]") {
     requireGpu();
     RunOptions options;
     options.args = {"--bench"};
     options.timeoutSeconds = 300;
-    const RunResult r = runLesson(kLesson, options);
+    const RunResult r = runLesson(kLesson, options, "bandwidth");
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     for (const char* metric : {"bench: H2D pinned 256 MiB", "bench: D2H pinned 256 MiB", "bench: H2D pageable 256 MiB",
@@ -196,8 +355,18 @@ TEST_CASE("Lesson 05 --bench prints the 256 MiB figures and the ratio to nvbandw
         }
         CHECK(found);
     }
-    CHECK(contains(r.out, "bench: H2D pinned vs nvbandwidth = "));
-    CHECK(contains(r.out, "bench: D2H pinned vs nvbandwidth = "));
+    // The ratio divides two figures of this run: no constant from another machine.
+    CHECK_FALSE(contains(r.out, "nvbandwidth ="));
+    CHECK(contains(r.out, "bench: H2D pinned vs PCIe link = "));
+    CHECK(contains(r.out, "bench: D2H pinned vs PCIe link = "));
+    // The bench line repeats the ratio step 3 printed for the largest size.
+    auto benchValue = [&](const std::string& metric) -> std::optional<std::string> {
+        for (const auto& line : lines(r.out))
+            if (line.rfind("bench: " + metric + " = ", 0) == 0) return line.substr(metric.size() + 10);
+        return std::nullopt;
+    };
+    CHECK(benchValue("H2D pinned vs PCIe link") == valueOf(r.out, "H2D pinned 256 MiB vs PCIe link"));
+    CHECK(benchValue("D2H pinned vs PCIe link") == valueOf(r.out, "D2H pinned 256 MiB vs PCIe link"));
     CHECK(tableRow(r.out, "256 MiB").size() == 4);
 }
 
@@ -206,11 +375,11 @@ TEST_CASE("Lesson 05 asked for 1 PiB shows CUDA_ERROR_OUT_OF_MEMORY through the 
     requireGpu();
     RunOptions options;
     options.args = {"--size", std::to_string(kOnePebibyte)};
-    const RunResult r = runLesson(kLesson, options);
+    const RunResult r = runLesson(kLesson, options, "device_memory");
     CHECK(r.exitCode == 1);
     CHECK(contains(r.err, "CUDA driver call failed: cuMemAlloc(&deviceA, bytes)"));
     CHECK(contains(r.err, "CUDA_ERROR_OUT_OF_MEMORY (code 2)"));
-    CHECK(contains(r.err, "05-memory-alloc/main.cpp:"));
+    CHECK(contains(r.err, "05-memory-alloc/device_memory.cpp:"));
     CHECK(contains(r.err, "hint:"));
     CHECK(contains(r.out, "nothing was allocated"));
     CHECK(valueOf(r.out, "no leak after the failed allocation") == "yes");

@@ -1,0 +1,117 @@
+// Lesson 03, program 1 — the stack: creating pushes, push and pop, destroying pops.
+//
+// A CUcontext is the driver's workspace on one device: every allocation, module,
+// stream and event belongs to exactly one. Each CPU thread keeps its own stack of
+// contexts; the one on top is "current", and every context-bound call (cuMemAlloc,
+// cuCtxSynchronize, ...) acts on it. This program walks one thread's stack from empty
+// to empty and checks after every step that its copy's top is what the driver says.
+//
+//   push_pop [--device N]
+#include <cuda.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "../common/check_driver.h"
+#include "../common/context_flags.h"
+#include "../common/course_util.h"
+#include "../common/cuda_compat.h"
+#include "stack_view.h"
+
+int main(int argc, char** argv) {
+    course::Arguments args;
+    if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
+    const int ordinal = args.deviceOrdinal();
+    lesson03::StackView view;
+
+    // Step 1: a fresh thread has an empty stack: nothing is current until a context is
+    // created, pushed or set.
+    course::printStep(1, "initialise; the stack starts empty");
+    CHECK_DRIVER(cuInit(0));
+    CUdevice device = 0;
+    CHECK_DRIVER(cuDeviceGet(&device, ordinal));
+    char deviceName[256] = {};
+    CHECK_DRIVER(cuDeviceGetName(deviceName, sizeof(deviceName), device));
+    std::printf("device %d name: %s\n", ordinal, deviceName);
+    bool pass = view.show();
+
+    // Step 2: cuCtxCreate makes a context AND pushes it on the calling thread's stack.
+    // ctxB asks for blocking synchronisation so that step 3 has a flag to read back.
+    course::printStep(2, "create two contexts: each creation pushes");
+    CUcontext ctxA = nullptr;
+    CHECK_DRIVER(course::ctxCreate(&ctxA, CU_CTX_SCHED_AUTO, device));
+    view.name(ctxA, "ctxA");
+    pass = view.pushed(ctxA, "created ctxA (CU_CTX_SCHED_AUTO)") && pass;
+
+    const size_t freeBeforeB = lesson03::freeDeviceMemory();  // asked through ctxA
+    CUcontext ctxB = nullptr;
+    CHECK_DRIVER(course::ctxCreate(&ctxB, CU_CTX_SCHED_BLOCKING_SYNC, device));
+    view.name(ctxB, "ctxB");
+    pass = view.pushed(ctxB, "created ctxB (CU_CTX_SCHED_BLOCKING_SYNC)") && pass;
+    // A context is not free: the driver reserves device memory for it before any allocation.
+    const long long takenByB =
+        static_cast<long long>(freeBeforeB) - static_cast<long long>(lesson03::freeDeviceMemory());
+    std::printf("device memory taken by creating ctxB: %.1f MiB\n", lesson03::mebibytes(takenByB));
+
+    // Step 3: what a context records about itself. cuCtxGetFlags and cuCtxGetDevice
+    // answer for the current context (ctxB); cuCtxGetApiVersion takes a handle.
+    course::printStep(3, "what a context knows about itself");
+    unsigned int apiVersionA = 0;
+    unsigned int apiVersionB = 0;
+    CHECK_DRIVER(cuCtxGetApiVersion(ctxA, &apiVersionA));
+    CHECK_DRIVER(cuCtxGetApiVersion(ctxB, &apiVersionB));
+    unsigned int flagsB = 0;
+    CHECK_DRIVER(cuCtxGetFlags(&flagsB));
+    CUdevice deviceB = -1;
+    CHECK_DRIVER(cuCtxGetDevice(&deviceB));
+    // The API version names the context ABI (3020 since CUDA 3.2), not the driver's version.
+    std::printf("ctxA API version: %u\n", apiVersionA);
+    std::printf("ctxB API version: %u\n", apiVersionB);
+    std::printf("ctxB flags: 0x%x (%s)\n", flagsB, course::describeContextFlags(flagsB).c_str());
+    std::printf("ctxB scheduling: %s\n", course::schedulingPolicyName(flagsB));
+    std::printf("ctxB device: %d\n", static_cast<int>(deviceB));
+    pass = pass && (flagsB & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC && deviceB == device;
+
+    // Step 4: pop hands back the top and uncovers the one below; push puts any live
+    // context on top, even one already further down.
+    course::printStep(4, "push and pop");
+    CUcontext popped = nullptr;
+    CHECK_DRIVER(cuCtxPopCurrent(&popped));
+    pass = view.popped(popped) && pass;
+    CHECK_DRIVER(cuCtxPushCurrent(ctxB));
+    pass = view.pushed(ctxB, "cuCtxPushCurrent(ctxB)") && pass;
+    CHECK_DRIVER(cuCtxPushCurrent(ctxA));
+    pass = view.pushed(ctxA, "cuCtxPushCurrent(ctxA): ctxA is on the stack twice") && pass;
+    CHECK_DRIVER(cuCtxPopCurrent(&popped));
+    pass = view.popped(popped) && pass;
+
+    // Step 5: cuCtxDestroy frees everything the context owns and, when the context is
+    // current here, pops it. Which context is current afterwards is asked, not assumed.
+    course::printStep(5, "destroying the current context pops it");
+    const size_t freeBeforeDestroy = lesson03::freeDeviceMemory();
+    CHECK_DRIVER(cuCtxDestroy(ctxB));
+    CUcontext afterDestroy = nullptr;
+    CHECK_DRIVER(cuCtxGetCurrent(&afterDestroy));
+    pass = view.destroyedTop("cuCtxDestroy(ctxB)") && pass;
+    std::printf("current context after destroying ctxB: %s\n", view.nameOf(afterDestroy).c_str());
+    const long long returnedByB =
+        static_cast<long long>(lesson03::freeDeviceMemory()) - static_cast<long long>(freeBeforeDestroy);
+    std::printf("device memory returned by destroying ctxB: %.1f MiB\n", lesson03::mebibytes(returnedByB));
+
+    // Step 6: with the stack empty no context is current, and every call that needs one
+    // fails with CUDA_ERROR_INVALID_CONTEXT. ctxA is alive but current nowhere: "floating".
+    course::printStep(6, "popping the last context");
+    CHECK_DRIVER(cuCtxPopCurrent(&popped));
+    pass = view.popped(popped) && pass;
+    const CUresult noContext = REPORT_DRIVER(cuCtxSynchronize());
+    std::printf("cuCtxSynchronize with an empty stack: %s\n", course::driverErrorName(noContext));
+    pass = pass && noContext == CUDA_ERROR_INVALID_CONTEXT;
+
+    // Step 7: a floating context is destroyed by handle; no stack changes.
+    course::printStep(7, "clean up and check");
+    CHECK_DRIVER(cuCtxDestroy(ctxA));
+    std::printf("cuCtxDestroy(ctxA): it was current on no thread\n");
+    pass = view.show() && pass;
+    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
+    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,207 @@
+// Lesson 05, program 4 — what pinned memory buys: copy bandwidth, pageable vs pinned,
+// and pinned copies against the PCIe link's theoretical rate.
+//
+// The link's rate comes from Linux sysfs for this GPU's PCI address (pcie_link.h); the
+// ratio divides two numbers of this run on this machine, never a figure from elsewhere.
+//
+//   bandwidth [--device N]           64 KiB, 1 MiB, 16 MiB
+//   bandwidth [--device N] --bench   up to 256 MiB, thread bound near the GPU, "bench:" lines
+#include <cuda.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+#include "pcie_link.h"
+
+namespace {
+
+std::string sizeText(size_t bytes) {
+    return bytes >= (size_t{1} << 20) ? std::to_string(bytes >> 20) + " MiB" : std::to_string(bytes >> 10) + " KiB";
+}
+
+// Bandwidth in GB/s (1e9 bytes per second) of `bytes`-sized copies: one warm-up copy,
+// then `trials` batches of `copiesPerTrial` back-to-back copies on one stream, each
+// batch between two events. Returns the median batch. The events time the GPU's side
+// only, so nothing the host does between the calls is counted.
+double measureBandwidth(bool upload, void* host, CUdeviceptr device, size_t bytes, int copiesPerTrial, int trials,
+                        CUstream stream, CUevent start, CUevent stop) {
+    auto copy = [&] {
+        if (upload)
+            CHECK_DRIVER(cuMemcpyHtoDAsync(device, host, bytes, stream));
+        else
+            CHECK_DRIVER(cuMemcpyDtoHAsync(host, device, bytes, stream));
+    };
+    copy();
+    std::vector<double> rates;
+    for (int trial = 0; trial < trials; ++trial) {
+        CHECK_DRIVER(cuEventRecord(start, stream));
+        for (int i = 0; i < copiesPerTrial; ++i) copy();
+        CHECK_DRIVER(cuEventRecord(stop, stream));
+        CHECK_DRIVER(cuEventSynchronize(stop));
+        float milliseconds = 0.0f;
+        CHECK_DRIVER(cuEventElapsedTime(&milliseconds, start, stop));
+        rates.push_back(static_cast<double>(bytes) * copiesPerTrial / (milliseconds * 1e-3) / 1e9);
+    }
+    std::sort(rates.begin(), rates.end());
+    return rates[rates.size() / 2];
+}
+
+// Binds this thread to the CPUs next to the GPU, as nvbandwidth does, so that the pinned
+// buffers allocated next come from the GPU's NUMA node. Linux lists those CPUs in sysfs
+// under the device's PCI address ("0-15,32-47"). Returns the list, or why the thread's
+// affinity was left as it was.
+std::string bindToCpusNearGpu(const std::string& busId) {
+    const std::string path = "/sys/bus/pci/devices/" + pcie::sysfsDeviceName(busId) + "/local_cpulist";
+    std::ifstream file(path);
+    std::string cpuList;
+    if (!std::getline(file, cpuList) || cpuList.empty()) return "unchanged (cannot read " + path + ")";
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    std::istringstream ranges(cpuList);
+    for (std::string range; std::getline(ranges, range, ',');) {
+        int first = 0;
+        int last = 0;
+        const int fields = std::sscanf(range.c_str(), "%d-%d", &first, &last);
+        if (fields < 1) continue;
+        if (fields == 1) last = first;
+        for (int cpu = first; cpu <= last && cpu < CPU_SETSIZE; ++cpu) CPU_SET(cpu, &cpus);
+    }
+    if (sched_setaffinity(0, sizeof(cpus), &cpus) != 0)
+        return "unchanged (sched_setaffinity: " + std::string(std::strerror(errno)) + ")";
+    return cpuList;
+}
+
+// "32.0 GT/s x16 (gen5, 128b/130b encoding)", or "n/a (why)".
+std::string linkText(const pcie::Link& link) {
+    if (!link.known) return "n/a (" + link.reason + ")";
+    char text[96];
+    std::snprintf(text, sizeof(text), "%.1f GT/s x%d (gen%d, %s encoding)", link.gigaTransfers, link.lanes,
+                  link.generation, link.encoding);
+    return text;
+}
+
+// "86.6 %", or "n/a (why)" when the link's rate is not known.
+std::string ratioText(double measured, const pcie::Link& link) {
+    if (!link.known) return "n/a (" + link.reason + ")";
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.1f %%", 100.0 * measured / link.gigabytesPerSecond);
+    return text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    course::Arguments args;
+    if (!course::parseArguments(argc, argv, {"--bench"}, {"--device"}, "[--device N] [--bench]", args))
+        return course::kExitUsage;
+    const bool bench = args.has("--bench");
+    const int ordinal = args.deviceOrdinal();
+
+    // Step 1: the primary context (lesson 04), and the GPU's PCI address.
+    course::printStep(1, "the device and its PCI address");
+    CHECK_DRIVER(cuInit(0));
+    CUdevice device = 0;
+    CHECK_DRIVER(cuDeviceGet(&device, ordinal));
+    char busId[32] = {};
+    CHECK_DRIVER(cuDeviceGetPCIBusId(busId, sizeof(busId), device));
+    std::printf("PCI bus id: %s\n", busId);
+    if (bench) std::printf("host thread bound to the GPU's local CPUs: %s\n", bindToCpusNearGpu(busId).c_str());
+    CUcontext context = nullptr;
+    CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
+    CHECK_DRIVER(cuCtxSetCurrent(context));
+    CUstream stream = nullptr;
+    CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    CUevent start = nullptr;
+    CUevent stop = nullptr;
+    CHECK_DRIVER(cuEventCreate(&start, CU_EVENT_DEFAULT));
+    CHECK_DRIVER(cuEventCreate(&stop, CU_EVENT_DEFAULT));
+
+    // Step 2: buffers are allocated once at the largest size (allocating and pinning is
+    // far slower than copying); each size copies a prefix of them.
+    course::printStep(2, bench ? "bandwidth, pageable vs pinned (bench sweep)" : "bandwidth, pageable vs pinned");
+    const std::vector<size_t> sizes = bench ? std::vector<size_t>{size_t{64} << 10, size_t{1} << 20, size_t{16} << 20,
+                                                                  size_t{64} << 20, size_t{256} << 20}
+                                            : std::vector<size_t>{size_t{64} << 10, size_t{1} << 20, size_t{16} << 20};
+    const int copiesPerTrial = bench ? 4 : 2;
+    const int trials = bench ? 5 : 3;
+    const size_t largest = sizes.back();
+    CUdeviceptr deviceBuffer = 0;
+    CHECK_DRIVER(cuMemAlloc(&deviceBuffer, largest));
+    // Set on the same stream as the copies, so it is ordered before them; D2H copies then read defined data.
+    CHECK_DRIVER(cuMemsetD8Async(deviceBuffer, 0, largest, stream));
+    void* pinned = nullptr;
+    CHECK_DRIVER(cuMemAllocHost(&pinned, largest));
+    std::memset(pinned, 0, largest);
+    // Zero-filled, so every page is touched now and no page fault lands inside a timing.
+    std::vector<unsigned char> pageable(largest, 0);
+    std::printf(
+        "method: 1 warm-up copy, then %d trials of %d back-to-back copies between two events on one stream; "
+        "median trial; GB/s = 1e9 bytes/s\n",
+        trials, copiesPerTrial);
+    std::printf("| size | H2D pageable | H2D pinned | D2H pageable | D2H pinned |\n");
+    std::printf("| --- | --- | --- | --- | --- |\n");
+    double rates[4] = {};  // H2D pageable, H2D pinned, D2H pageable, D2H pinned; the largest size's stay
+    bool measured = true;
+    for (const size_t size : sizes) {
+        rates[0] =
+            measureBandwidth(true, pageable.data(), deviceBuffer, size, copiesPerTrial, trials, stream, start, stop);
+        rates[1] = measureBandwidth(true, pinned, deviceBuffer, size, copiesPerTrial, trials, stream, start, stop);
+        rates[2] =
+            measureBandwidth(false, pageable.data(), deviceBuffer, size, copiesPerTrial, trials, stream, start, stop);
+        rates[3] = measureBandwidth(false, pinned, deviceBuffer, size, copiesPerTrial, trials, stream, start, stop);
+        std::printf("| %s | %.2f GB/s | %.2f GB/s | %.2f GB/s | %.2f GB/s |\n", sizeText(size).c_str(), rates[0],
+                    rates[1], rates[2], rates[3]);
+        measured = measured && std::all_of(std::begin(rates), std::end(rates), [](double r) { return r > 0.0; });
+    }
+
+    // Step 3: the link's rate, read from sysfs while pinned uploads keep it busy: an idle
+    // GPU may train its link down to a slower speed to save power.
+    course::printStep(3, "the PCIe link's theoretical rate (sysfs)");
+    for (int i = 0; i < 8; ++i) CHECK_DRIVER(cuMemcpyHtoDAsync(deviceBuffer, pinned, largest, stream));
+    const pcie::Link link = pcie::readLink("/sys", busId, "current");
+    const pcie::Link maxLink = pcie::readLink("/sys", busId, "max");
+    CHECK_DRIVER(cuStreamSynchronize(stream));
+    std::printf("sysfs device: /sys/bus/pci/devices/%s\n", link.device.c_str());
+    std::printf("PCIe link while copying (current_link_*): %s\n", linkText(link).c_str());
+    std::printf("PCIe link at most (max_link_*): %s\n", linkText(maxLink).c_str());
+    if (link.known)
+        std::printf("PCIe theoretical rate per direction: %.2f GB/s (%.1f GT/s x %d lanes x %s / 8)\n",
+                    link.gigabytesPerSecond, link.gigaTransfers, link.lanes, link.encoding);
+    else
+        std::printf("PCIe theoretical rate per direction: n/a (%s)\n", link.reason.c_str());
+    const std::string at = sizeText(largest);
+    std::printf("H2D pinned %s vs PCIe link: %s\n", at.c_str(), ratioText(rates[1], link).c_str());
+    std::printf("D2H pinned %s vs PCIe link: %s\n", at.c_str(), ratioText(rates[3], link).c_str());
+    if (bench) {
+        std::printf("bench: H2D pinned %s = %.2f GB/s\n", at.c_str(), rates[1]);
+        std::printf("bench: D2H pinned %s = %.2f GB/s\n", at.c_str(), rates[3]);
+        std::printf("bench: H2D pageable %s = %.2f GB/s\n", at.c_str(), rates[0]);
+        std::printf("bench: D2H pageable %s = %.2f GB/s\n", at.c_str(), rates[2]);
+        if (link.known) std::printf("bench: PCIe link theoretical = %.2f GB/s\n", link.gigabytesPerSecond);
+        std::printf("bench: H2D pinned vs PCIe link = %s\n", ratioText(rates[1], link).c_str());
+        std::printf("bench: D2H pinned vs PCIe link = %s\n", ratioText(rates[3], link).c_str());
+    }
+
+    // Step 4: give everything back, newest first.
+    course::printStep(4, "release everything, newest first");
+    CHECK_DRIVER(cuMemFreeHost(pinned));
+    CHECK_DRIVER(cuMemFree(deviceBuffer));
+    CHECK_DRIVER(cuEventDestroy(stop));
+    CHECK_DRIVER(cuEventDestroy(start));
+    CHECK_DRIVER(cuStreamDestroy(stream));
+    CHECK_DRIVER(cuCtxSetCurrent(nullptr));
+    CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+    std::printf("primary context: released\n");
+    std::printf("Result = %s\n", measured ? "PASS" : "FAIL");
+    return measured ? EXIT_SUCCESS : EXIT_FAILURE;
+}
