@@ -90,4 +90,34 @@ inline CUresult memAdviseForDevice(CUdeviceptr pointer, size_t bytes, CUmem_advi
 #endif
 }
 
+// cuGraphInstantiate: before CUDA 12.0 it took (exec, graph, errorNode, logBuffer,
+// bufferSize) and wrote a failing node and a message into the caller's buffer. Since
+// 12.0 the plain name is cuGraphInstantiateWithFlags-like: (exec, graph, flags), and
+// errors come back only as the CUresult. cuGraphInstantiateWithFlags itself exists
+// from CUDA 11.4 on, so older toolkits call it by that name: one meaning everywhere.
+inline CUresult graphInstantiate(CUgraphExec* exec, CUgraph graph, unsigned long long flags) {
+#if CUDA_VERSION >= 12000
+    return cuGraphInstantiate(exec, graph, flags);
+#else
+    return cuGraphInstantiateWithFlags(exec, graph, flags);
+#endif
+}
+
+// cuGraphExecUpdate: before CUDA 12.0 it took (exec, graph, CUgraphNode* errorNode,
+// CUgraphExecUpdateResult* result); since 12.0 both answers come back in one
+// CUgraphExecUpdateResultInfo (which also names the "from" node of a changed edge).
+// The wrapper hands back the two answers every version has.
+inline CUresult graphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResult* result,
+                                CUgraphNode* errorNode) {
+#if CUDA_VERSION >= 12000
+    CUgraphExecUpdateResultInfo info{};
+    const CUresult status = cuGraphExecUpdate(exec, graph, &info);
+    *result = info.result;
+    *errorNode = info.errorNode;
+    return status;
+#else
+    return cuGraphExecUpdate(exec, graph, errorNode, result);
+#endif
+}
+
 }  // namespace course
