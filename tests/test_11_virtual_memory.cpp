@@ -1,0 +1,280 @@
+#include <catch2/catch_test_macros.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tests/harness.h"
+
+using namespace harness;
+
+namespace {
+
+const std::string kLesson = "11-virtual-memory";
+
+// The integer a labelled line starts with ("6291456 bytes" -> 6291456).
+long long leadingNumber(const std::optional<std::string>& value) {
+    REQUIRE(value);
+    return std::stoll(*value);
+}
+
+// The lines that start with `prefix`.
+std::vector<std::string> linesStartingWith(const std::string& text, const std::string& prefix) {
+    std::vector<std::string> found;
+    for (const auto& line : lines(text))
+        if (line.rfind(prefix, 0) == 0) found.push_back(line);
+    return found;
+}
+
+// "N of M words" / "N of M" -> true when N == M and M > 0.
+bool allOf(const std::string& value) {
+    const auto of = value.find(" of ");
+    if (of == std::string::npos) return false;
+    const long long seen = std::stoll(value.substr(0, of));
+    const long long total = std::stoll(value.substr(of + 4));
+    return total > 0 && seen == total;
+}
+
+// Device 0's granularity for plain device memory, through the driver.
+size_t granularity(CUdevice device, CUmemAllocationGranularity_flags which) {
+    auto getGranularity = DRIVER_FUNCTION(driver(), cuMemGetAllocationGranularity);
+    REQUIRE(getGranularity);
+    CUmemAllocationProp properties{};
+    properties.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    properties.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    properties.location.id = device;
+    size_t bytes = 0;
+    REQUIRE(getGranularity(&bytes, &properties, which) == CUDA_SUCCESS);
+    return bytes;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// CPU: no driver needed.
+
+TEST_CASE("Lesson 11 rejects an unknown argument with a usage line and exit 2", "[cpu][11]") {
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"--grow"}, {"--device"}, {"--device", "one"}, {"--bench", "extra"}}) {
+        INFO(args.front());
+        const RunResult r = runAgainstStub(kLesson, args);
+        CHECK(r.exitCode == 2);
+        CHECK(contains(r.err, "usage:"));
+        CHECK_FALSE(contains(r.err, "CUDA_ERROR_STUB_LIBRARY"));
+    }
+}
+
+TEST_CASE("Lesson 11 against the stub driver fails at cuInit with the error named", "[cpu][11]") {
+    const RunResult r = runAgainstStub(kLesson);
+    CHECK(r.exitCode == 1);
+    CHECK(contains(r.err, "CUDA driver call failed: cuInit(0)"));
+    CHECK(contains(r.err, "CUDA_ERROR_STUB_LIBRARY"));
+    CHECK_FALSE(contains(r.out, "Result = PASS"));
+}
+
+// ---------------------------------------------------------------------------
+// GPU: the lesson's output.
+
+TEST_CASE("Lesson 11 passes and reports both granularities", "[gpu][11]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson);
+    attachToReport(r);
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    CHECK(valueOf(r.out, "virtual memory management supported") == "yes");
+    const long long minimum = leadingNumber(valueOf(r.out, "granularity minimum"));
+    const long long recommended = leadingNumber(valueOf(r.out, "granularity recommended"));
+    CHECK(minimum > 0);
+    CHECK(recommended % minimum == 0);
+    // 5 MiB + 1 byte is refused as it is, and rounded up to the next multiple of the minimum.
+    CHECK(valueOf(r.out, "cuMemCreate of 5242881 bytes, not rounded") == "CUDA_ERROR_INVALID_VALUE");
+    const long long rounded = leadingNumber(valueOf(r.out, "rounded up to the minimum granularity"));
+    CHECK(rounded % minimum == 0);
+    CHECK(rounded >= 5242881);
+    CHECK(rounded - 5242881 < minimum);
+}
+
+TEST_CASE("Lesson 11 keeps the growable buffer's address and its data across every growth", "[gpu][11]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson);
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    const auto addresses = linesStartingWith(r.out, "buffer address after growing ");
+    const auto kept = linesStartingWith(r.out, "words written before growing to ");
+    REQUIRE(addresses.size() == 4);  // 2 -> 4 -> 8 -> 16 -> 32 MiB on a GPU with 2 MiB granules
+    REQUIRE(kept.size() == addresses.size());
+    for (const auto& line : addresses) {
+        INFO(line);
+        CHECK(contains(line, "(unchanged)"));
+    }
+    for (const auto& line : kept) {
+        INFO(line);
+        CHECK(allOf(line.substr(line.rfind(": ") + 2)));
+    }
+    CHECK(valueOf(r.out, "released") == "5 chunks unmapped and released newest first, then the addresses freed");
+}
+
+TEST_CASE("Lesson 11 reads through one range what was written through the other", "[gpu][11]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson);
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    CHECK(allOf(valueOf(r.out, "written through range A and read back").value_or("")));
+    CHECK(allOf(valueOf(r.out, "read through range B what range A wrote").value_or("")));
+    CHECK(allOf(valueOf(r.out, "read through range A what range B wrote").value_or("")));
+    const auto rangeB = valueOf(r.out, "range B");
+    REQUIRE(rangeB);
+    CHECK(contains(*rangeB, "(a different address as range A)"));
+}
+
+TEST_CASE("Lesson 11 names the error of copying from a range mapped without access, and carries on",
+          "[gpu][11][fault]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson);
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    const auto rangeC = valueOf(r.out, "range C");
+    REQUIRE(rangeC);
+    CHECK(contains(*rangeC, "access for device 0: CU_MEM_ACCESS_FLAGS_PROT_NONE"));
+    CHECK(valueOf(r.out, "cuMemcpyDtoH from range C without access") == "CUDA_ERROR_INVALID_VALUE");
+    CHECK(contains(r.err, "CUDA driver call failed: cuMemcpyDtoH(probe.data(), rangeC, probe.size() * 4)"));
+    CHECK(valueOf(r.out, "context still usable after the refused copy") == "yes");
+    CHECK(valueOf(r.out, "access for device 0 after cuMemSetAccess") == "CU_MEM_ACCESS_FLAGS_PROT_READ");
+    CHECK(allOf(valueOf(r.out, "read through range C with read access").value_or("")));
+}
+
+TEST_CASE("Lesson 11's memory outlives cuMemRelease while mapped and everything is given back", "[gpu][11]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson);
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    const long long rounded = leadingNumber(valueOf(r.out, "rounded up to the minimum granularity"));
+    const long long recommended = leadingNumber(valueOf(r.out, "granularity recommended"));
+    CHECK(leadingNumber(valueOf(r.out, "device memory taken by cuMemCreate")) >= rounded);
+    CHECK(leadingNumber(valueOf(r.out, "device memory given back by cuMemRelease while mapped")) < rounded);
+    CHECK(allOf(valueOf(r.out, "read through range A after cuMemRelease").value_or("")));
+    CHECK(leadingNumber(valueOf(r.out, "device memory given back by the last cuMemUnmap")) >= rounded);
+    CHECK(std::llabs(leadingNumber(valueOf(r.out, "free memory difference (end - start)"))) <= recommended);
+    CHECK(contains(r.out, "primary context: released"));
+}
+
+TEST_CASE("Lesson 11 times every growth step both ways, in one table", "[gpu][11]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson);
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    CHECK(contains(r.out, "| step | remap | alloc + copy + free |"));
+    for (const char* step : {"| 2 MiB -> 4 MiB |", "| 32 MiB -> 64 MiB |", "| total |"}) {
+        INFO(step);
+        CHECK(linesStartingWith(r.out, step).size() == 1);
+    }
+    CHECK(linesStartingWith(r.out, "bench:").empty());  // timings as bench lines only with --bench
+}
+
+TEST_CASE("Lesson 11 --bench grows 2 MiB -> 1 GiB both ways and prints bench lines", "[gpu][11][bench]") {
+    requireGpu();
+    RunOptions options;
+    options.args = {"--bench"};
+    options.timeoutSeconds = 300;
+    const RunResult r = runLesson(kLesson, options);
+    attachToReport(r);
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    CHECK(linesStartingWith(r.out, "| 512 MiB -> 1 GiB |").size() == 1);
+    for (const char* metric :
+         {"bench: grow 2 MiB -> 1 GiB by remapping = ", "bench: grow 2 MiB -> 1 GiB by alloc + copy + free = ",
+          "bench: remap vs alloc + copy + free, total = "}) {
+        INFO(metric);
+        const auto found = linesStartingWith(r.out, metric);
+        REQUIRE(found.size() == 1);
+        CHECK(std::strtod(found.front().c_str() + std::string(metric).size(), nullptr) > 0.0);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// GPU: the same driver behaviour, checked directly through the driver.
+
+TEST_CASE("The recommended granularity is a multiple of the minimum one", "[gpu][11]") {
+    requireGpu();
+    CurrentPrimaryContext context;
+    const size_t minimum = granularity(context.device(), CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    const size_t recommended = granularity(context.device(), CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+    CHECK(minimum > 0);
+    CHECK(recommended >= minimum);
+    CHECK(recommended % minimum == 0);
+}
+
+TEST_CASE("One physical allocation mapped at two addresses shows the same bytes at both", "[gpu][11]") {
+    requireGpu();
+    CurrentPrimaryContext context;
+    auto create = DRIVER_FUNCTION(driver(), cuMemCreate);
+    auto reserve = DRIVER_FUNCTION(driver(), cuMemAddressReserve);
+    auto map = DRIVER_FUNCTION(driver(), cuMemMap);
+    auto setAccess = DRIVER_FUNCTION(driver(), cuMemSetAccess);
+    auto unmap = DRIVER_FUNCTION(driver(), cuMemUnmap);
+    auto releaseHandle = DRIVER_FUNCTION(driver(), cuMemRelease);
+    auto addressFree = DRIVER_FUNCTION(driver(), cuMemAddressFree);
+    auto copyHtoD = DRIVER_FUNCTION(driver(), cuMemcpyHtoD);
+    auto copyDtoH = DRIVER_FUNCTION(driver(), cuMemcpyDtoH);
+    REQUIRE((create && reserve && map && setAccess && unmap && releaseHandle && addressFree && copyHtoD && copyDtoH));
+
+    const size_t bytes = granularity(context.device(), CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    CUmemAllocationProp properties{};
+    properties.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    properties.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    properties.location.id = context.device();
+    CUmemAccessDesc readWrite{};
+    readWrite.location = properties.location;
+    readWrite.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+
+    CUmemGenericAllocationHandle handle = 0;
+    REQUIRE(create(&handle, bytes, &properties, 0) == CUDA_SUCCESS);
+    CUdeviceptr first = 0;
+    CUdeviceptr second = 0;
+    REQUIRE(reserve(&first, bytes, 0, 0, 0) == CUDA_SUCCESS);
+    REQUIRE(reserve(&second, bytes, 0, 0, 0) == CUDA_SUCCESS);
+    CHECK(map(first, bytes, 0, handle, 0) == CUDA_SUCCESS);
+    CHECK(map(second, bytes, 0, handle, 0) == CUDA_SUCCESS);
+    CHECK(setAccess(first, bytes, &readWrite, 1) == CUDA_SUCCESS);
+    CHECK(setAccess(second, bytes, &readWrite, 1) == CUDA_SUCCESS);
+    std::vector<std::uint32_t> source(bytes / 4);
+    std::vector<std::uint32_t> back(bytes / 4, 0);
+    for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<std::uint32_t>(i * 2654435761u);
+    CHECK(copyHtoD(first, source.data(), bytes) == CUDA_SUCCESS);
+    CHECK(copyDtoH(back.data(), second, bytes) == CUDA_SUCCESS);
+    CHECK(unmap(second, bytes) == CUDA_SUCCESS);
+    CHECK(unmap(first, bytes) == CUDA_SUCCESS);
+    CHECK(releaseHandle(handle) == CUDA_SUCCESS);
+    CHECK(addressFree(second, bytes) == CUDA_SUCCESS);
+    CHECK(addressFree(first, bytes) == CUDA_SUCCESS);
+    CHECK(first != second);
+    CHECK(back == source);
+}
+
+TEST_CASE("cuMemMap refuses a size that is not a multiple of the granularity", "[gpu][11][fault]") {
+    requireGpu();
+    CurrentPrimaryContext context;
+    auto create = DRIVER_FUNCTION(driver(), cuMemCreate);
+    auto reserve = DRIVER_FUNCTION(driver(), cuMemAddressReserve);
+    auto map = DRIVER_FUNCTION(driver(), cuMemMap);
+    auto releaseHandle = DRIVER_FUNCTION(driver(), cuMemRelease);
+    auto addressFree = DRIVER_FUNCTION(driver(), cuMemAddressFree);
+    REQUIRE((create && reserve && map && releaseHandle && addressFree));
+    const size_t bytes = granularity(context.device(), CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    CUmemAllocationProp properties{};
+    properties.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    properties.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    properties.location.id = context.device();
+    CUmemGenericAllocationHandle handle = 0;
+    REQUIRE(create(&handle, bytes, &properties, 0) == CUDA_SUCCESS);
+    CUdeviceptr range = 0;
+    REQUIRE(reserve(&range, bytes, 0, 0, 0) == CUDA_SUCCESS);
+    const CUresult halfMapped = map(range, bytes / 2 + 1, 0, handle, 0);
+    if (halfMapped == CUDA_SUCCESS) CHECK(DRIVER_FUNCTION(driver(), cuMemUnmap)(range, bytes / 2 + 1) == CUDA_SUCCESS);
+    CHECK(releaseHandle(handle) == CUDA_SUCCESS);
+    CHECK(addressFree(range, bytes) == CUDA_SUCCESS);
+    CHECK(driver().nameOf(halfMapped) == "CUDA_ERROR_INVALID_VALUE");
+}
