@@ -3,7 +3,7 @@
 // Every Driver API call returns a CUresult, and a failure is silent unless the
 // program looks. This lesson provokes real errors on purpose and shows what the
 // course's check macros (common/check_driver.h) print for each, then contrasts
-// the seed notes' "print and carry on" form with the fail-fast form.
+// the "print and carry on" check common in tutorials with the fail-fast form.
 //
 //   02-error-check-macro                  provoke three errors, check their codes
 //   02-error-check-macro --fail-fast-demo end through CHECK_DRIVER on a bad ordinal (exit 1)
@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
         return EXIT_SUCCESS;
     }
 
-    // The seed's form: it reports, returns false, and the program goes on. If the
+    // The tutorial form: it reports, returns false, and the program goes on. If the
     // caller ignores the bool, `device` keeps whatever it held and is used as if valid.
     CUdevice device = -1;
     const bool gotDevice = CHECK_DRIVER_BOOL(cuDeviceGet(&device, deviceCount));

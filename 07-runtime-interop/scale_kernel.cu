@@ -2,7 +2,7 @@
 //
 // Nothing here knows about the driver API: the runtime launches into whatever
 // context is current on the calling thread, on whatever stream it is given.
-// main.cpp passes it driver-allocated memory and a CUstream.
+// shared_stream.cpp and device_reset.cpp pass it driver-allocated memory and a CUstream.
 #include "scale_kernel.h"
 
 namespace {

@@ -1,7 +1,7 @@
-// scale_kernel.h — the runtime-API half of lesson 07, as main.cpp sees it.
+// scale_kernel.h — the runtime-API half of lesson 07, as the programs see it.
 //
 // scale_kernel.cu is compiled by nvcc and launched with <<<>>>, the way runtime
-// code in a real application is; main.cpp is plain C++ and calls this wrapper.
+// code in a real application is; the programs are plain C++ and call this wrapper.
 #pragma once
 
 #include <cuda_runtime_api.h>

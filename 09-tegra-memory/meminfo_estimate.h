@@ -15,9 +15,21 @@
 //   free swap                  = SwapFree
 //   device allocated memory    = NvMapMemUsed (Tegra kernels only; 0 when absent)
 //
-// The note writes the second branch for "host allocated > free swap" and leaves
-// equality open; this file uses the second branch for equality. The note's second
-// branch does not subtract the device allocations: it is implemented as written.
+// It is an estimate, not a bound. Where this file departs from, or reads into, the
+// note's formula:
+//   - "total used physical memory" is taken as MemTotal - MemFree. That counts the
+//     page cache, buffers and reclaimable slab as used, although the kernel drops them
+//     on demand: host allocated comes out too large, the second branch is picked more
+//     often and its result is too small.
+//   - The note's second branch does not subtract the device allocations (NvMapMemUsed)
+//     that the first branch subtracts: it is implemented as written, so there the
+//     estimate is too large by up to NvMapMemUsed.
+//   - The note writes the second branch for "host allocated > free swap" and leaves
+//     equality open; this file uses the second branch for equality.
+//   - Without NvMapMemUsed (not a Tegra kernel) the device allocations count as 0, and
+//     a result below 0 is clamped to 0.
+// MemAvailable, the kernel's own estimate of memory available for new allocations
+// without swapping, is returned beside it for comparison (it ignores swap).
 //
 // Pure and header-only: no file access, no CUDA. The lesson passes the text of
 // /proc/meminfo; the tests pass fixture files.
@@ -44,12 +56,13 @@ inline const char* branchName(Branch branch) {
 struct Estimate {
     std::uint64_t allocatableBytes = 0;  // the estimate of device-allocatable memory
     Branch branch = Branch::HostBelowFreeSwap;
-    std::uint64_t totalPhysicalBytes = 0;    // MemTotal
-    std::uint64_t usedPhysicalBytes = 0;     // MemTotal - MemFree
-    std::uint64_t deviceAllocatedBytes = 0;  // NvMapMemUsed, 0 when the field is absent
-    bool nvMapPresent = false;               // false: not a Tegra kernel (or nvmap not exported)
-    std::uint64_t hostAllocatedBytes = 0;    // used - device allocated
-    std::uint64_t freeSwapBytes = 0;         // SwapFree
+    std::uint64_t totalPhysicalBytes = 0;         // MemTotal
+    std::uint64_t usedPhysicalBytes = 0;          // MemTotal - MemFree
+    std::uint64_t deviceAllocatedBytes = 0;       // NvMapMemUsed, 0 when the field is absent
+    bool nvMapPresent = false;                    // false: not a Tegra kernel (or nvmap not exported)
+    std::uint64_t hostAllocatedBytes = 0;         // used - device allocated
+    std::uint64_t freeSwapBytes = 0;              // SwapFree
+    std::optional<std::uint64_t> availableBytes;  // MemAvailable (Linux 3.14+), when present
 };
 
 struct Result {
@@ -95,6 +108,7 @@ inline Result estimateAllocatable(std::string_view meminfoText) {
     const Field memFree = findField(meminfoText, "MemFree");
     const Field swapFree = findField(meminfoText, "SwapFree");
     const Field nvMap = findField(meminfoText, "NvMapMemUsed");
+    const Field memAvailable = findField(meminfoText, "MemAvailable");
 
     for (const auto& [name, field] :
          {std::pair{"MemTotal", &memTotal}, std::pair{"MemFree", &memFree}, std::pair{"SwapFree", &swapFree}}) {
@@ -125,6 +139,7 @@ inline Result estimateAllocatable(std::string_view meminfoText) {
     e.hostAllocatedBytes =
         e.usedPhysicalBytes > e.deviceAllocatedBytes ? e.usedPhysicalBytes - e.deviceAllocatedBytes : 0;
     e.freeSwapBytes = *swapFree.kib * 1024;
+    if (memAvailable.kib) e.availableBytes = *memAvailable.kib * 1024;
 
     if (e.hostAllocatedBytes < e.freeSwapBytes) {
         e.branch = Branch::HostBelowFreeSwap;

@@ -9,22 +9,28 @@ using namespace harness;
 
 namespace {
 const std::string kLesson = "07-runtime-interop";
-}
+const std::string kContext = "current_context";
+const std::string kStream = "shared_stream";
+const std::string kReset = "device_reset";
+}  // namespace
 
 TEST_CASE("Lesson 07's runtime calls run in the context the driver made current", "[gpu][lesson07]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, kContext);
     REQUIRE(r.exitCode == 0);
     REQUIRE(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "cudaGetDevice") == "0");
     CHECK(valueOf(r.out, "cudaMalloc memory belongs to") == "driver context");
     CHECK(valueOf(r.out, "current context after runtime calls") == "driver context (unchanged)");
-    CHECK(valueOf(r.out, "current context after cublasCreate") == "driver context (unchanged)");
+    const RunResult& s = defaultRun(kLesson, kStream);
+    REQUIRE(s.exitCode == 0);
+    REQUIRE(contains(s.out, "Result = PASS"));
+    CHECK(valueOf(s.out, "current context after cublasCreate") == "driver context (unchanged)");
 }
 
 TEST_CASE("Lesson 07's runtime uses the primary context on a thread with no current context", "[gpu][lesson07]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, kContext);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "worker thread, current context at start") == "none");
     CHECK(valueOf(r.out, "worker thread, current context after cudaSetDevice + cudaFree(0)") ==
@@ -36,23 +42,43 @@ TEST_CASE("Lesson 07's runtime uses the primary context on a thread with no curr
 
 TEST_CASE("Lesson 07 moves memory both ways and shares one stream and its events", "[gpu][lesson07]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, kStream);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "CUstream is cudaStream_t") == "yes (same type)");
     CHECK(valueOf(r.out, "CUevent is cudaEvent_t") == "yes (same type)");
     // The kernel was launched by the runtime on the driver's stream, between driver copies;
-    // the events around it were recorded by the driver and timed by the runtime.
+    // the events around it were recorded by the driver and timed by the runtime. The first
+    // launch (with the runtime's module load) and a warm launch are timed apart.
     CHECK(valueOf(r.out, "<<<>>> kernel on cuMemAlloc memory") == "4096 of 4096 correct");
+    CHECK(valueOf(r.out, "first launch in this context (includes the runtime's module load)"));
     CHECK(valueOf(r.out, "kernel time (cuEventRecord, cudaEventElapsedTime)"));
     CHECK(valueOf(r.out, "cublasSaxpy on cuMemAlloc memory") == "4096 of 4096 correct");
-    CHECK(valueOf(r.out, "cuMemcpyDtoH from cudaMalloc memory") == "4096 of 4096 correct");
     CHECK(valueOf(r.out, "current context after cuCtxDestroy") == "none");
+    const RunResult& c = defaultRun(kLesson, kContext);
+    REQUIRE(c.exitCode == 0);
+    CHECK(valueOf(c.out, "cuMemcpyDtoH from cudaMalloc memory") == "4096 of 4096 correct");
+    CHECK(valueOf(c.out, "current context after cuCtxDestroy") == "none");
+}
+
+TEST_CASE("Lesson 07 shows cudaDeviceReset leaving a cuCtxCreate context, its memory and settings alone",
+          "[gpu][lesson07]") {
+    requireGpu();
+    const RunResult& r = defaultRun(kLesson, kReset);
+    REQUIRE(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    CHECK(valueOf(r.out, "current context after the reset") == "driver context (unchanged)");
+    CHECK(valueOf(r.out, "cuMemAlloc buffer still belongs to the driver context") == "yes");
+    const auto fifo = valueOf(r.out, "printf FIFO after the reset");
+    REQUIRE(fifo);
+    CHECK(contains(*fifo, "(still the configured value)"));
+    CHECK(valueOf(r.out, "<<<>>> launch after the reset, on the same buffer") == "4096 of 4096 correct");
+    CHECK(valueOf(r.out, "cuCtxCreate context untouched by cudaDeviceReset") == "yes");
 }
 
 TEST_CASE("Lesson 07 shows cudaDeviceReset wiping state of a primary context the driver code retained",
           "[gpu][lesson07]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, kReset);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "current context after cuDevicePrimaryCtxRetain") ==
           "none (retaining does not make it current)");
@@ -63,6 +89,12 @@ TEST_CASE("Lesson 07 shows cudaDeviceReset wiping state of a primary context the
     // What the driver returned in between is measured and printed, not assumed.
     CHECK(valueOf(r.out, "driver code, cuCtxGetLimit after the reset"));
     CHECK(valueOf(r.out, "primary context active at the end"));
+    // The driver's own reset of the primary context, run the same way, is seen the same way.
+    CHECK(valueOf(r.out, "cuDevicePrimaryCtxReset") == "done");
+    const auto lost = valuesOf(r.out, "driver code, after release + retain");
+    REQUIRE(lost.size() == 2);
+    CHECK(contains(lost[1], "back to the default: the setting was lost"));
+    CHECK(valueOf(r.out, "cudaDeviceReset and cuDevicePrimaryCtxReset, same observations") == "yes");
 }
 
 // The same behaviours, checked directly through the driver, without the lesson.
@@ -133,8 +165,8 @@ TEST_CASE("An allocation reports the context it was made in", "[gpu][lesson07]")
 }
 
 TEST_CASE("Resetting the primary context wipes its settings although it is still retained", "[gpu][lesson07]") {
-    // cudaDeviceReset resets the primary context the way cuDevicePrimaryCtxReset does;
-    // the test process has no runtime, so it uses the driver's call.
+    // The test process has no runtime, so it uses the driver's reset; lesson 07's
+    // device_reset program shows cudaDeviceReset and this call seen the same way.
     requireGpu();
     const course::DynamicDriver& drv = driver();
     auto deviceGet = DRIVER_FUNCTION(drv, cuDeviceGet);
@@ -179,16 +211,22 @@ TEST_CASE("Resetting the primary context wipes its settings although it is still
 
 TEST_CASE("Lesson 07 against NVIDIA's stub libcuda stops at cuInit, before any runtime call",
           "[cpu][lesson07][fault]") {
-    const RunResult r = runAgainstStub(kLesson);
-    CHECK(r.exitCode == 1);
-    CHECK(contains(r.err, "CUDA driver call failed: cuInit(0)"));
-    CHECK(contains(r.err, "CUDA_ERROR_STUB_LIBRARY (code 34)"));
-    CHECK_FALSE(contains(r.err, "CUDA runtime call failed"));
-    CHECK_FALSE(contains(r.out, "Result = PASS"));
+    for (const std::string& program : {kContext, kStream, kReset}) {
+        INFO(program);
+        const RunResult r = runAgainstStub(kLesson, {}, program);
+        CHECK(r.exitCode == 1);
+        CHECK(contains(r.err, "CUDA driver call failed: cuInit(0)"));
+        CHECK(contains(r.err, "CUDA_ERROR_STUB_LIBRARY (code 34)"));
+        CHECK_FALSE(contains(r.err, "CUDA runtime call failed"));
+        CHECK_FALSE(contains(r.out, "Result = PASS"));
+    }
 }
 
 TEST_CASE("Lesson 07 rejects an unknown argument with a usage line and exit 2", "[cpu][lesson07]") {
-    const RunResult r = runAgainstStub(kLesson, {"--bogus"});
-    CHECK(r.exitCode == 2);
-    CHECK(contains(r.err, "usage:"));
+    for (const std::string& program : {kContext, kStream, kReset}) {
+        INFO(program);
+        const RunResult r = runAgainstStub(kLesson, {"--bogus"}, program);
+        CHECK(r.exitCode == 2);
+        CHECK(contains(r.err, "usage:"));
+    }
 }

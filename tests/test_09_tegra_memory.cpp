@@ -16,6 +16,8 @@ using namespace harness;
 namespace {
 
 const std::string kLesson = "09-tegra-memory";
+const std::vector<std::string> kPrograms = {"memory_attributes",  "image_pipeline", "matrix_attach",
+                                            "allocatable_memory", "upgrade_check",  "tegra_features"};
 
 std::string fixture(const std::string& name) {
     std::ifstream in(repoRoot() + "/tests/fixtures/" + name);
@@ -37,6 +39,8 @@ const std::map<std::string, CUdevice_attribute> kAttributes = {
     {"CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS", CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS},
     {"CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS", CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS},
     {"CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY", CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY},
+    {"CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY", CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY},
+    {"CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED", CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED},
 };
 
 int deviceAttribute(CUdevice_attribute attribute) {
@@ -49,6 +53,11 @@ int deviceAttribute(CUdevice_attribute attribute) {
     int value = -1;
     REQUIRE(getAttribute(&value, attribute, device) == CUDA_SUCCESS);
     return value;
+}
+
+// "12.345 ms" -> 12.345 (the number before the unit).
+double milliseconds(const std::string& value) {
+    return std::stod(value);
 }
 
 }  // namespace
@@ -100,6 +109,15 @@ TEST_CASE("Without NvMapMemUsed the meminfo estimate counts no device allocation
     CHECK(e.allocatableBytes == 120004512 * kKiB);
 }
 
+TEST_CASE("The meminfo estimate carries MemAvailable beside it when the kernel reports it", "[cpu][lesson09]") {
+    const meminfo::Result jetson = meminfo::estimateAllocatable(fixture("meminfo-jetson-below-swap.txt"));
+    REQUIRE(jetson.estimate);
+    CHECK(jetson.estimate->availableBytes == 5912344 * kKiB);
+    const meminfo::Result old = meminfo::estimateAllocatable("MemTotal: 100 kB\nMemFree: 10 kB\nSwapFree: 0 kB\n");
+    REQUIRE(old.estimate);
+    CHECK_FALSE(old.estimate->availableBytes);
+}
+
 TEST_CASE("A meminfo text without SwapFree gives no estimate and names the missing field", "[cpu][lesson09]") {
     const meminfo::Result result = meminfo::estimateAllocatable(fixture("meminfo-missing-swapfree.txt"));
     CHECK_FALSE(result.estimate);
@@ -128,33 +146,78 @@ TEST_CASE("The meminfo parser matches whole keys and rejects values without thei
 }
 
 TEST_CASE("Lesson 09 rejects an unknown argument with a usage line and exit 2", "[cpu][lesson09]") {
-    const RunResult r = runAgainstStub(kLesson, {"--bogus"});
-    CHECK(r.exitCode == 2);
-    CHECK(contains(r.err, "usage:"));
+    for (const std::string& program : kPrograms) {
+        INFO(program);
+        const RunResult r = runAgainstStub(kLesson, {"--bogus"}, program);
+        CHECK(r.exitCode == 2);
+        CHECK(contains(r.err, "usage:"));
+    }
+}
+
+TEST_CASE("Lesson 09's programs against NVIDIA's stub libcuda stop at cuInit", "[cpu][lesson09][fault]") {
+    for (const std::string& program : kPrograms) {
+        INFO(program);
+        const RunResult r = runAgainstStub(kLesson, {}, program);
+        CHECK(r.exitCode == 1);
+        CHECK(contains(r.err, "CUDA driver call failed: cuInit(0)"));
+        CHECK_FALSE(contains(r.out, "Result = PASS"));
+    }
 }
 
 // ---------------------------------------------------------------------------
 // On a GPU.
 
-TEST_CASE("Lesson 09's dGPU-way and Tegra-way image pipelines agree with each other and the CPU", "[gpu][lesson09]") {
+TEST_CASE("Lesson 09's three image pipelines agree with each other and the CPU", "[gpu][lesson09]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "image_pipeline");
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "dGPU way matches the CPU reference") == "yes");
+    CHECK(valueOf(r.out, "pipelines agree") == "yes");
     if (deviceAttribute(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY) == 1) {
         CHECK(valueOf(r.out, "Tegra way matches the CPU reference") == "yes");
-        CHECK(valueOf(r.out, "pipelines agree") == "yes");
         CHECK(valueOf(r.out, "Tegra way output checksum") == valueOf(r.out, "dGPU way output checksum"));
-        CHECK(contains(r.out, "matches the CPU: yes"));
+        const RunResult& m = defaultRun(kLesson, "matrix_attach");
+        REQUIRE(m.exitCode == 0);
+        CHECK(contains(m.out, "matches the CPU: yes"));
     } else {
         CHECK(contains(r.out, "section Tegra way: SKIP ("));
     }
+    if (deviceAttribute(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY) == 1) {
+        CHECK(valueOf(r.out, "zero-copy way matches the CPU reference") == "yes");
+        CHECK(valueOf(r.out, "zero-copy way output checksum") == valueOf(r.out, "dGPU way output checksum"));
+    } else {
+        CHECK(contains(r.out, "section zero-copy way: SKIP ("));
+    }
+}
+
+TEST_CASE("Lesson 09's verdict names the way its own timings show fastest", "[gpu][lesson09]") {
+    requireGpu();
+    const RunResult& r = defaultRun(kLesson, "image_pipeline");
+    REQUIRE(r.exitCode == 0);
+    const auto favoured = valueOf(r.out, "favoured on this device");
+    REQUIRE(favoured);
+    std::string fastest;
+    double fastestMs = 1e30;
+    for (const std::string way : {"dGPU way", "Tegra way", "zero-copy way"}) {
+        for (const std::string& line : lines(r.out)) {
+            if (line.rfind(way + ", best of ", 0) != 0) continue;
+            const double ms = milliseconds(line.substr(line.find(": ") + 2));
+            if (ms < fastestMs) {
+                fastestMs = ms;
+                fastest = way;
+            }
+        }
+    }
+    REQUIRE_FALSE(fastest.empty());
+    INFO("fastest measured: " << fastest << " (" << fastestMs << " ms)");
+    CHECK(contains(*favoured, fastest));
+    CHECK(valueOf(r.out, "the note's expectation for this device"));
 }
 
 TEST_CASE("Lesson 09 prints each memory-deciding attribute as the driver reports it", "[gpu][lesson09]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "memory_attributes");
     REQUIRE(r.exitCode == 0);
     for (const auto& [label, attribute] : kAttributes) {
         INFO(label);
@@ -167,24 +230,22 @@ TEST_CASE("Lesson 09 prints each memory-deciding attribute as the driver reports
 
 TEST_CASE("Lesson 09 places the device in table 1 and skips the iGPU section on a discrete GPU", "[gpu][lesson09]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "memory_attributes");
     REQUIRE(r.exitCode == 0);
     if (deviceAttribute(CU_DEVICE_ATTRIBUTE_INTEGRATED) == 0) {
         // Tegra-only content reports SKIP with its reason, never PASS.
         CHECK(contains(r.out, "section iGPU caching of this device: SKIP (CU_DEVICE_ATTRIBUTE_INTEGRATED = 0"));
         CHECK_FALSE(contains(r.out, "this device, unified memory:"));
         CHECK(valueOf(r.out, "this device's column").value_or("") != "iGPU");
-        CHECK(valueOf(r.out, "favoured on this device") == "dGPU way");
     } else {
         CHECK(valueOf(r.out, "this device's column") == "iGPU");
         CHECK(contains(r.out, "this device, unified memory:"));
-        CHECK(valueOf(r.out, "favoured on this device") == "Tegra way");
     }
 }
 
 TEST_CASE("Lesson 09's feature detection follows the device attributes", "[gpu][lesson09]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "tegra_features");
     REQUIRE(r.exitCode == 0);
     const auto prefetch = valueOf(r.out, "feature cuMemPrefetchAsync");
     REQUIRE(prefetch);
@@ -198,10 +259,31 @@ TEST_CASE("Lesson 09's feature detection follows the device attributes", "[gpu][
     const auto managed = valueOf(r.out, "feature unified memory");
     REQUIRE(managed);
     CHECK(managed->rfind(deviceAttribute(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY) ? "supported" : "not supported", 0) == 0);
+    // System-wide atomics: the attribute on a dGPU, the note's rule (said as a rule) on an iGPU.
+    const auto atomics = valueOf(r.out, "feature system-wide atomics");
+    REQUIRE(atomics);
+    const int native = deviceAttribute(CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED);
+    CHECK(contains(*atomics, "CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED = " + std::to_string(native)));
+    if (deviceAttribute(CU_DEVICE_ATTRIBUTE_INTEGRATED) == 0)
+        CHECK(atomics->rfind(native ? "native" : "not native", 0) == 0);
+    else
+        CHECK(contains(*atomics, "the note's rule"));
     // Both upgrade-package error codes are named with the numbers the app note gives.
-    CHECK(contains(r.out, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803 (CUDA_ERROR_SYSTEM_DRIVER_MISMATCH)"));
+    const RunResult& u = defaultRun(kLesson, "upgrade_check");
+    REQUIRE(u.exitCode == 0);
+    CHECK(contains(u.out, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803 (CUDA_ERROR_SYSTEM_DRIVER_MISMATCH)"));
     CHECK(
-        contains(r.out, "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE = 804 (CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE)"));
+        contains(u.out, "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE = 804 (CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE)"));
+}
+
+TEST_CASE("Lesson 09 calls the meminfo figure an estimate and shows MemAvailable beside it", "[gpu][lesson09]") {
+    requireGpu();
+    const RunResult& r = defaultRun(kLesson, "allocatable_memory");
+    REQUIRE(r.exitCode == 0);
+    CHECK(valueOf(r.out, "cuMemGetInfo total"));
+    CHECK(valueOf(r.out, "estimate of device-allocatable memory (an estimate, not a bound)"));
+    CHECK(valueOf(r.out, "meminfo MemAvailable (the kernel's estimate, without swap)"));
+    CHECK_FALSE(contains(r.out, "upper bound"));
 }
 
 TEST_CASE("Lesson 09 runs with PTX JIT disabled because its fatbin carries SASS for the GPU", "[gpu][lesson09]") {
@@ -214,9 +296,13 @@ TEST_CASE("Lesson 09 runs with PTX JIT disabled because its fatbin carries SASS 
         SKIP("sm_" << sm << " is not in the fatbin's SASS list (ARCH)");
     RunOptions options;
     options.setEnv["CUDA_DISABLE_PTX_JIT"] = "1";
-    const RunResult r = runLesson(kLesson, options);
-    CHECK(r.exitCode == 0);
-    CHECK(contains(r.out, "(set now: yes)"));
+    for (const std::string& program : kPrograms) {
+        INFO(program);
+        const RunResult r = runLesson(kLesson, options, program);
+        // matrix_attach exits 77 (SKIP) on a device without managed memory.
+        CHECK((r.exitCode == 0 || (program == "matrix_attach" && r.exitCode == course::kExitNotApplicable)));
+        if (program == "tegra_features") CHECK(contains(r.out, "(set now: yes)"));
+    }
 }
 
 TEST_CASE("Attach flags hand a managed buffer from the host to the GPU and back", "[gpu][lesson09]") {

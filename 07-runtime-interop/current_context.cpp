@@ -1,0 +1,136 @@
+// Lesson 07, program 1 — which context a runtime call runs in.
+//
+// libcudart (cuda_runtime_api.h: cudaMalloc, cudaMemcpy, <<<>>>) is a library built
+// on libcuda: every runtime call runs in the driver context that is current on the
+// calling thread. This program makes a context current with the driver, lets the
+// runtime allocate in it, reads the runtime's memory with the driver, and then shows
+// a thread with no current context, where the runtime takes the primary context.
+//
+//   current_context [--device N]
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+#include "../common/cuda_compat.h"
+#include "interop.h"
+
+using interop::yesNo;
+
+int main(int argc, char** argv) {
+    course::Arguments args;
+    if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
+    const int ordinal = args.deviceOrdinal();
+
+    // Step 1: the driver first, as in every lesson. The runtime needs no init call:
+    // it starts itself on its first call, on top of the same libcuda.so.1.
+    course::printStep(1, "initialise the driver, pick the device");
+    CHECK_DRIVER(cuInit(0));
+    CUdevice device = 0;
+    CHECK_DRIVER(cuDeviceGet(&device, ordinal));
+    char name[256] = {};
+    CHECK_DRIVER(cuDeviceGetName(name, sizeof(name), device));
+    int driverVersion = 0;
+    CHECK_DRIVER(cuDriverGetVersion(&driverVersion));
+    int runtimeVersion = 0;
+    CHECK_RUNTIME(cudaRuntimeGetVersion(&runtimeVersion));
+    std::printf("device: %d\n", ordinal);
+    std::printf("device name: %s\n", name);
+    std::printf("driver CUDA version: %s\n", course::formatCudaVersion(driverVersion).c_str());
+    std::printf("runtime CUDA version: %s (cudaRuntimeGetVersion = %d)\n",
+                course::formatCudaVersion(runtimeVersion).c_str(), runtimeVersion);
+
+    // Step 2: a context created and made current with the driver API. The runtime
+    // creates nothing: its calls run in whatever context is current on the thread.
+    course::printStep(2, "a driver context becomes the runtime's context");
+    CUcontext context = nullptr;
+    CHECK_DRIVER(course::ctxCreate(&context, 0, device));  // created and pushed: current on this thread
+    std::printf("driver context: %p (cuCtxCreate, current on this thread)\n", static_cast<void*>(context));
+    const bool primaryActiveBefore = interop::primaryContextActive(device);
+    std::printf("primary context active before runtime calls: %s\n", yesNo(primaryActiveBefore));
+
+    int runtimeDevice = -1;
+    CHECK_RUNTIME(cudaGetDevice(&runtimeDevice));
+    std::printf("cudaGetDevice: %d\n", runtimeDevice);
+    constexpr int kCount = 4096;
+    constexpr size_t kBytes = kCount * sizeof(float);
+    void* runtimeBuffer = nullptr;
+    CHECK_RUNTIME(cudaMalloc(&runtimeBuffer, kBytes));
+    // The driver can say which context an allocation belongs to.
+    CUcontext owner = nullptr;
+    CHECK_DRIVER(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, interop::asDriverAddress(runtimeBuffer)));
+    const bool runtimeUsedDriverContext = owner == context;
+    std::printf("cudaMalloc memory belongs to: %s\n", runtimeUsedDriverContext ? "driver context" : "another context");
+    CUcontext current = nullptr;
+    CHECK_DRIVER(cuCtxGetCurrent(&current));
+    const bool unchangedAfterRuntime = current == context;
+    std::printf("current context after runtime calls: %s\n",
+                unchangedAfterRuntime ? "driver context (unchanged)" : "CHANGED");
+    std::printf("primary context active after runtime calls: %s\n", yesNo(interop::primaryContextActive(device)));
+
+    // Step 3: the runtime writes its own allocation; the driver reads it back
+    // through the same address as a CUdeviceptr.
+    course::printStep(3, "runtime memory read by the driver");
+    std::vector<float> hostR(kCount);
+    for (int i = 0; i < kCount; ++i) hostR[i] = 3.0f * static_cast<float>(i);
+    CHECK_RUNTIME(cudaMemcpy(runtimeBuffer, hostR.data(), kBytes, cudaMemcpyHostToDevice));
+    std::vector<float> readBack(kCount);
+    CHECK_DRIVER(cuMemcpyDtoH(readBack.data(), interop::asDriverAddress(runtimeBuffer), kBytes));
+    const int readBackOk = interop::countMatching(readBack, hostR);
+    std::printf("cuMemcpyDtoH from cudaMalloc memory: %d of %d correct\n", readBackOk, kCount);
+
+    // Step 4: a context is current per thread. A new thread starts with none, even
+    // though this one has the driver context; the runtime then uses, and initialises,
+    // the device's primary context. Without cudaSetDevice a new thread's runtime
+    // device is 0, whatever the other threads chose.
+    course::printStep(4, "a new thread: the runtime takes the primary context");
+    struct WorkerView {
+        CUcontext before = nullptr;
+        CUcontext after = nullptr;
+        CUcontext primary = nullptr;
+        bool primaryActive = false;
+    } worker;
+    std::thread thread([&worker, ordinal, device] {
+        CHECK_DRIVER(cuCtxGetCurrent(&worker.before));
+        CHECK_RUNTIME(cudaSetDevice(ordinal));  // runtime and driver ordinals agree
+        CHECK_RUNTIME(cudaFree(nullptr));       // the classic "start the runtime now" call
+        CHECK_DRIVER(cuCtxGetCurrent(&worker.after));
+        // Retaining only counts a reference; it does not make the context current.
+        CHECK_DRIVER(cuDevicePrimaryCtxRetain(&worker.primary, device));
+        worker.primaryActive = interop::primaryContextActive(device);
+        CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+    });
+    thread.join();
+    const bool workerStartedEmpty = worker.before == nullptr;
+    const bool workerGotPrimary = worker.after != nullptr && worker.after == worker.primary;
+    std::printf("worker thread, current context at start: %s\n", workerStartedEmpty ? "none" : "SOME");
+    std::printf("worker thread, current context after cudaSetDevice + cudaFree(0): %s\n",
+                workerGotPrimary ? "primary context (same handle as cuDevicePrimaryCtxRetain)" : "NOT the primary");
+    std::printf("worker thread, same as the main thread's driver context: %s\n", yesNo(worker.after == context));
+    std::printf("primary context active: %s\n", yesNo(worker.primaryActive));
+    CHECK_DRIVER(cuCtxGetCurrent(&current));
+    const bool mainUnchanged = current == context;
+    std::printf("main thread, current context: %s\n", mainUnchanged ? "driver context (unchanged)" : "CHANGED");
+
+    // Step 5: release in reverse order. The runtime's state in the driver context
+    // goes with the context; the primary context stays with the runtime until exit.
+    course::printStep(5, "release");
+    CHECK_RUNTIME(cudaFree(runtimeBuffer));
+    CHECK_DRIVER(cuCtxDestroy(context));  // also pops it from this thread
+    CHECK_DRIVER(cuCtxGetCurrent(&current));
+    std::printf("current context after cuCtxDestroy: %s\n", current == nullptr ? "none" : "SOME");
+
+    // Step 6: the runtime used the context the driver made current, and the primary
+    // context where there was none (documented behaviour, measured here).
+    course::printStep(6, "check");
+    const bool pass = runtimeDevice == ordinal && runtimeUsedDriverContext && unchangedAfterRuntime &&
+                      readBackOk == kCount && workerStartedEmpty && workerGotPrimary && mainUnchanged &&
+                      current == nullptr;
+    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
+    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,64 @@
+// interop.h — what the three programs of lesson 07 share: the runtime's check macro,
+// the address crossing between the two APIs, and two small questions to the driver.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "../common/check_driver.h"
+
+// The runtime reports cudaError_t, not CUresult: the same fail-fast form as CHECK_DRIVER,
+// with the runtime's own names.
+#define CHECK_RUNTIME(call)                                                                                          \
+    do {                                                                                                             \
+        const cudaError_t checkRuntimeResult_ = (call);                                                              \
+        if (checkRuntimeResult_ != cudaSuccess) {                                                                    \
+            std::fflush(stdout);                                                                                     \
+            std::fprintf(stderr, "CUDA runtime call failed: %s\n  error: %s (code %d): %s\n  at:    %s:%d\n", #call, \
+                         cudaGetErrorName(checkRuntimeResult_), static_cast<int>(checkRuntimeResult_),               \
+                         cudaGetErrorString(checkRuntimeResult_), __FILE__, __LINE__);                               \
+            std::exit(EXIT_FAILURE);                                                                                 \
+        }                                                                                                            \
+    } while (0)
+
+namespace interop {
+
+// The two APIs share one virtual address space (unified addressing, every 64-bit
+// platform since CUDA 4), so a device address is the same number in both. The driver
+// spells it as an integer (CUdeviceptr, 64 bits), the runtime as a typed pointer; the
+// cast goes through uintptr_t, the integer type made to hold a pointer. Nothing is
+// copied or translated: it is the same allocation.
+inline float* asRuntimePointer(CUdeviceptr address) {
+    return reinterpret_cast<float*>(static_cast<std::uintptr_t>(address));
+}
+inline CUdeviceptr asDriverAddress(const void* pointer) {
+    return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(pointer));
+}
+
+// How many of the values match what the host computed. The values are small
+// integers, exact in float, so the comparison is exact.
+inline int countMatching(const std::vector<float>& got, const std::vector<float>& expected) {
+    int matching = 0;
+    for (size_t i = 0; i < got.size(); ++i) matching += got[i] == expected[i] ? 1 : 0;
+    return matching;
+}
+
+// The primary context's "active" flag: set while it is initialised (someone retained
+// it, or the runtime started in it), cleared by a reset or the last release.
+inline bool primaryContextActive(CUdevice device) {
+    unsigned int flags = 0;
+    int active = 0;
+    CHECK_DRIVER(cuDevicePrimaryCtxGetState(device, &flags, &active));
+    return active != 0;
+}
+
+inline const char* yesNo(bool value) {
+    return value ? "yes" : "no";
+}
+
+}  // namespace interop
