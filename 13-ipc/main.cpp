@@ -1,0 +1,134 @@
+// Lesson 13 — sharing device memory between two processes.
+//
+// The program starts a second copy of itself (posix_spawn of /proc/self/exe with
+// --child FD), joined to it by a Unix socket, and shares device memory with it three
+// ways: the legacy cuIpc* handles with an interprocess event for ordering; physical
+// memory from cuMemCreate exported as a POSIX file descriptor that crosses the socket
+// (SCM_RIGHTS); and a memory pool exported the same way. Each time the child writes a
+// pattern and the parent checks every word. Then it provokes the faults: a child that
+// dies before it maps, a descriptor closed too early, a legacy handle opened by its own
+// process. It ends by proving that no descriptor and no child process is left behind.
+//
+//   13-ipc               every way and every fault, checked
+//   13-ipc --device N    another GPU
+//   13-ipc --child FD    the second process (started by the lesson itself, not by hand)
+#include <cuda.h>
+
+#include <climits>
+#include <cstdio>
+
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+#include "ipc_channel.h"
+#include "ways.h"
+
+int main(int argc, char** argv) {
+    course::Arguments args;
+    if (!course::parseArguments(argc, argv, {}, {"--device", "--child"}, "[--device N]", args))
+        return course::kExitUsage;
+    const int ordinal = args.deviceOrdinal();
+    if (args.values.count("--child") != 0) {
+        const long long socket = args.valueOr("--child", -1);
+        return ways::runChild(socket < 0 || socket > INT_MAX ? -1 : static_cast<int>(socket), ordinal);
+    }
+
+    // Step 1: each way has its own requirements, and the driver reports each one.
+    course::printStep(1, "initialise the driver: what each way needs on this device");
+    CHECK_DRIVER(cuInit(0));
+    CUdevice device = 0;
+    CHECK_DRIVER(cuDeviceGet(&device, ordinal));
+    char name[256] = {};
+    CHECK_DRIVER(cuDeviceGetName(name, sizeof(name), device));
+    auto attribute = [device](CUdevice_attribute which) {
+        int value = 0;
+        CHECK_DRIVER(cuDeviceGetAttribute(&value, which, device));
+        return value;
+    };
+    std::printf("device %d name: %s\n", ordinal, name);
+    std::printf("integrated (Tegra) GPU: %s\n", attribute(CU_DEVICE_ATTRIBUTE_INTEGRATED) ? "yes" : "no");
+    const int unifiedAddressing = attribute(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING);
+    std::printf("CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: %d\n", unifiedAddressing);
+#if CUDA_VERSION >= 12000
+    const int ipcEvents = attribute(CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED);
+    std::printf("CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED: %d\n", ipcEvents);
+#else
+    // Older headers have no such attribute: the docs' rule is unified addressing on Linux.
+    const int ipcEvents = unifiedAddressing;
+    std::printf("CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED: not in this toolkit's cuda.h (CUDA < 12.0)\n");
+#endif
+    const int vmm = attribute(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
+    const int posixFd = attribute(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED);
+    const int pools = attribute(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED);
+    const int poolHandleTypes = attribute(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES);
+    std::printf("CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: %d\n", vmm);
+    std::printf("CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: %d\n", posixFd);
+    std::printf("CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: %d\n", pools);
+    std::printf("CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES: 0x%x\n", poolHandleTypes);
+    const bool legacyWay = unifiedAddressing != 0 && ipcEvents != 0;
+    const bool vmmWay = vmm != 0 && posixFd != 0;
+    const bool poolWay = pools != 0 && (poolHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
+    std::printf("legacy way (cuIpc*, needs unified addressing and IPC events): %s\n", legacyWay ? "yes" : "no");
+    std::printf("modern way (cuMemCreate, needs VMM and POSIX fd handles): %s\n", vmmWay ? "yes" : "no");
+    std::printf("pool way (cuMemPoolCreate, needs pools with POSIX fd handles): %s\n", poolWay ? "yes" : "no");
+    if (!legacyWay && !vmmWay) {
+        std::printf("Result = SKIP (the driver offers neither legacy IPC nor POSIX fd handles on this device)\n");
+        return course::kExitNotApplicable;
+    }
+
+    // Step 2: the primary context, and what the process holds before any sharing starts.
+    // The descriptors are counted after the driver opened its device files.
+    course::printStep(2, "retain the primary context, note the open descriptors");
+    CUcontext context = nullptr;
+    CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
+    CHECK_DRIVER(cuCtxSetCurrent(context));
+    CUstream stream = nullptr;
+    CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    const auto fdsAtStart = ipc::openFds();
+    std::printf("context: primary context of device %d; child processes: started with posix_spawn of /proc/self/exe\n",
+                ordinal);
+
+    bool passed = true;
+    course::printStep(3, "legacy: cuIpcGetMemHandle, cuIpcOpenMemHandle in the child, an IPC event for ordering");
+    if (legacyWay)
+        passed = ways::shareLegacy(argv[0], ordinal, stream) && passed;
+    else
+        std::printf("section legacy-ipc: SKIP (the driver reports no IPC event support on this device)\n");
+
+    course::printStep(4, "modern: cuMemCreate, the allocation exported as a file descriptor sent with SCM_RIGHTS");
+    if (vmmWay)
+        passed = ways::shareVmm(argv[0], ordinal, device, stream) && passed;
+    else
+        std::printf("section vmm-ipc: SKIP (the driver reports no POSIX fd handles for cuMemCreate here)\n");
+
+    course::printStep(5, "a memory pool exported as a file descriptor, its allocation as export data");
+#if CUDA_VERSION >= 11020
+    if (poolWay)
+        passed = ways::sharePool(argv[0], ordinal, device, stream) && passed;
+    else
+        std::printf("section pool-ipc: SKIP (the driver reports no POSIX fd handles for memory pools here)\n");
+#else
+    std::printf("section pool-ipc: SKIP (built with CUDA < 11.2: no cuMemPoolExportToShareableHandle)\n");
+#endif
+
+    // Step 6: each fault is provoked on purpose; the driver's report shows on stderr.
+    course::printStep(6, "faults: a child that dies, a closed descriptor, a handle opened by its own process");
+    if (vmmWay) {
+        passed = ways::childDiesBeforeMapping(argv[0], ordinal, device) && passed;
+        passed = ways::importClosedFd(device) && passed;
+    }
+    if (legacyWay) passed = ways::openLegacyHandleInSameProcess() && passed;
+
+    // Step 7: everything back, newest first; then what the process still holds.
+    course::printStep(7, "release everything: no descriptor and no child left behind");
+    const int leaked = ipc::leakedFds(fdsAtStart);
+    CHECK_DRIVER(cuStreamDestroy(stream));
+    CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+    std::printf("open fds leaked: %d\n", leaked);
+    const bool childLeft = ipc::anyChildLeft();
+    std::printf("child processes not reaped: %s\n", childLeft ? "some (zombies)" : "none (waitpid reports ECHILD)");
+
+    course::printStep(8, "check");
+    passed = passed && leaked == 0 && !childLeft;
+    std::printf("Result = %s\n", passed ? "PASS" : "FAIL");
+    return passed ? 0 : 1;
+}
