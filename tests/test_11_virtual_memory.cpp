@@ -254,6 +254,8 @@ TEST_CASE("One physical allocation mapped at two addresses shows the same bytes 
     CHECK(back == source);
 }
 
+// cuMemCreate answers an unrounded size with CUDA_ERROR_INVALID_VALUE (the lesson's step 2); cuMemMap
+// answers the same mistake with CUDA_ERROR_NOT_SUPPORTED (driver 580 on the H100).
 TEST_CASE("cuMemMap refuses a size that is not a multiple of the granularity", "[gpu][11][fault]") {
     requireGpu();
     CurrentPrimaryContext context;
@@ -276,5 +278,6 @@ TEST_CASE("cuMemMap refuses a size that is not a multiple of the granularity", "
     if (halfMapped == CUDA_SUCCESS) CHECK(DRIVER_FUNCTION(driver(), cuMemUnmap)(range, bytes / 2 + 1) == CUDA_SUCCESS);
     CHECK(releaseHandle(handle) == CUDA_SUCCESS);
     CHECK(addressFree(range, bytes) == CUDA_SUCCESS);
-    CHECK(driver().nameOf(halfMapped) == "CUDA_ERROR_INVALID_VALUE");
+    CHECK(halfMapped != CUDA_SUCCESS);
+    CHECK(driver().nameOf(halfMapped) == "CUDA_ERROR_NOT_SUPPORTED");
 }
