@@ -1,9 +1,14 @@
 # Lesson 06 settings (the Makefile's header lists them).
 
-# The program has a --bench mode: make bench runs it.
-06-module-and-launch_BENCH := yes
+# Four programs, run in this order by make run-06. launch_bench links the <<<>>> half of
+# its launch-cost comparison (runtime_launch.cu, built by nvcc, with the CUDA runtime).
+06-module-and-launch_PROGRAMS := load_and_launch jit_and_link param_buffer launch_bench
+06-module-and-launch_launch_bench_SOURCES := runtime_launch.cu
 
-# main.cpp compares the GPU with the SM the cubin was built for (the Makefile's CUBIN_ARCH).
+# launch_bench has a --bench mode: make bench runs it.
+06-module-and-launch_BENCH := launch_bench
+
+# The programs compare the GPU with the SM the cubin was built for (the Makefile's CUBIN_ARCH).
 06-module-and-launch_CXXFLAGS := -DLESSON06_CUBIN_ARCH=$(CUBIN_ARCH)
 
 # Only the cuLink pair needs relocatable device code (-rdc=true): link_main calls a function

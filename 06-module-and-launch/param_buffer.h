@@ -4,8 +4,8 @@
 // The driver copies the buffer byte for byte into the kernel's parameter space, so each
 // argument must sit exactly where the kernel looks for it: at the next offset that is a
 // multiple of the argument's own alignment, as the members of a C struct are laid out.
-// This is the seed notes' ALIGN_UP / ADD_TO_PARAM_BUFFER pair without macros: the
-// alignment comes from alignof(T) instead of being typed by hand at every call.
+// The alignment comes from alignof(T), never typed by hand at each call: a hand-typed
+// alignment is the mistake that makes an argument land where the kernel does not look.
 #pragma once
 
 #include <cstddef>

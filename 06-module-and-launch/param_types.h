@@ -1,6 +1,6 @@
 // param_types.h — the struct that host and device code both pass to a kernel by value.
 //
-// Included by kernels/vector_ops.cu (nvcc) and by main.cpp (g++): both must see the same
+// Included by kernels/vector_ops.cu (nvcc) and by param_buffer.cpp (g++): both must see the same
 // layout, so the type is defined once. float4 comes from vector_types.h, where CUDA
 // declares it __align__(16): 16-byte aligned on the host as on the device.
 #pragma once
@@ -9,7 +9,7 @@
 
 #include <cstddef>
 
-// The seed notes' padding example. f4 must start at a multiple of 16, so 12 bytes of
+// The classic padding example. f4 must start at a multiple of 16, so 12 bytes of
 // padding follow f: f4 is at offset 16, not 4, and the struct is 32 bytes, not 20.
 struct FloatAndFloat4 {
     float f;

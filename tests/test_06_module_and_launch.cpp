@@ -13,6 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "06-module-and-launch/cubin_arch.h"
+#include "06-module-and-launch/dram_peak.h"
+#include "06-module-and-launch/launch_limits.h"
 #include "06-module-and-launch/param_buffer.h"
 #include "06-module-and-launch/param_types.h"
 #include "common/course_util.h"
@@ -23,8 +26,15 @@ using namespace harness;
 namespace {
 
 const std::string kLesson = "06-module-and-launch";
-const std::array<const char*, 5> kModuleFiles = {"vector_ops.fatbin", "vector_ops.cubin", "vector_ops.ptx",
-                                                 "link_main.ptx", "link_helper.ptx"};
+const std::vector<std::string> kPrograms = {"load_and_launch", "jit_and_link", "param_buffer", "launch_bench"};
+
+// The module files each program reads before it calls the driver.
+std::vector<std::string> moduleFilesOf(const std::string& program) {
+    if (program == "load_and_launch") return {"vector_ops.fatbin", "vector_ops.cubin", "vector_ops.ptx"};
+    if (program == "jit_and_link") return {"vector_ops.ptx", "link_main.ptx", "link_helper.ptx"};
+    if (program == "param_buffer") return {"vector_ops.fatbin"};
+    return {"vector_ops.fatbin", "vector_ops.cubin", "vector_ops.ptx"};
+}
 
 // echoParams(float a, float4 v, FloatAndFloat4 s, int n, float* out) as a C struct: kernel
 // parameters are laid out like the members of a struct with the same types, in order.
@@ -45,17 +55,19 @@ std::string readText(const std::string& path) {
     return text ? *text : std::string();
 }
 
-// A fresh folder under /tmp holding a copy of the lesson's program, removed afterwards.
+// A fresh folder under /tmp holding a copy of one of the lesson's programs (and, if asked,
+// of its kernels folder), removed afterwards.
 struct ProgramCopy {
     std::filesystem::path folder;
     std::filesystem::path program;
-    ProgramCopy() {
+    explicit ProgramCopy(const std::string& name, bool withKernels = false) {
         char pattern[] = "/tmp/lesson06-test-XXXXXX";
         REQUIRE(mkdtemp(pattern) != nullptr);
         folder = pattern;
-        program = folder / kLesson;
-        std::filesystem::copy_file(lessonBinary(kLesson), program);
+        program = folder / name;
+        std::filesystem::copy_file(lessonBinary(kLesson, name), program);
         std::filesystem::permissions(program, std::filesystem::perms::owner_all);
+        if (withKernels) std::filesystem::copy(moduleDir(), folder / "kernels");
     }
     ~ProgramCopy() {
         std::error_code ignored;
@@ -63,6 +75,16 @@ struct ProgramCopy {
     }
     ProgramCopy(const ProgramCopy&) = delete;
     ProgramCopy& operator=(const ProgramCopy&) = delete;
+
+    // Breaks one PTX file of the copy: its first `ret;` becomes `rett;`, not a PTX instruction.
+    void breakPtx(const std::string& file) const {
+        const std::filesystem::path path = folder / "kernels" / file;
+        std::string text = readText(path.string());
+        const std::size_t at = text.find("ret;");
+        REQUIRE(at != std::string::npos);
+        text.replace(at, 4, "rett;");
+        std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+    }
 };
 
 // cuModuleLoadDataEx with an error log; returns the result and fills `log`.
@@ -93,8 +115,7 @@ TEST_CASE("Lesson 06's alignUp rounds an offset up to the next multiple of the a
     STATIC_REQUIRE(alignUp(5, 1) == 5);
 }
 
-TEST_CASE("Lesson 06's float/float4 struct has f4 at offset 16 and 32 bytes, as the seed's example says",
-          "[cpu][lesson06]") {
+TEST_CASE("Lesson 06's float/float4 struct has f4 at offset 16 and 32 bytes", "[cpu][lesson06]") {
     CHECK(alignof(float4) == 16);
     CHECK(sizeof(float4) == 16);
     CHECK(offsetof(FloatAndFloat4, f) == 0);
@@ -148,8 +169,11 @@ TEST_CASE("The Makefile builds lesson 06's kernels to PTX, cubin and fatbin, rel
     const std::string vectorOps = readText(moduleDir() + "/vector_ops.ptx");
     const std::string linkMain = readText(moduleDir() + "/link_main.ptx");
     const std::string linkHelper = readText(moduleDir() + "/link_helper.ptx");
-    for (const char* kernel : {"vectorAdd", "saxpy", "scaleByGlobal", "emptyKernel", "echoParams"})
+    for (const char* kernel :
+         {"vectorAdd", "saxpy", "scaleByGlobal", "emptyKernel", "echoParams", "boundedKernel", "registerHungry"})
         CHECK(contains(vectorOps, std::string(".visible .entry ") + kernel + "("));
+    // __launch_bounds__(128) reaches the module as the PTX directive the driver reads the limit from.
+    CHECK(contains(vectorOps, ".maxntid 128"));
     CHECK(contains(vectorOps, "gScale"));
     CHECK_FALSE(contains(vectorOps, ".extern"));
     // -rdc=true keeps the unresolved call and the otherwise unused definition in the PTX.
@@ -166,25 +190,85 @@ TEST_CASE("The Makefile builds lesson 06's kernels to PTX, cubin and fatbin, rel
     CHECK(static_cast<unsigned char>(cubin[16]) == 2);
 }
 
-TEST_CASE("Lesson 06 started without its kernels folder names every module file it tried and exits 1",
-          "[cpu][lesson06][fault]") {
-    const ProgramCopy copy;
-    RunOptions options;
-    options.setEnv["LD_LIBRARY_PATH"] = stubDriverDir();  // the files are looked for before cuInit
-    const RunResult r = run(copy.program.string(), options);
-    CHECK(r.exitCode == 1);
-    for (const char* file : kModuleFiles) {
-        INFO(file);
-        CHECK(contains(r.err, "cannot read " + (copy.folder / "kernels" / file).string()));
-    }
-    CHECK(contains(r.err, "make build-06"));
-    CHECK_FALSE(contains(r.err, "CUDA driver call failed"));
+TEST_CASE("Lesson 06 lists its four programs in the order make run-06 runs them", "[cpu][lesson06]") {
+    CHECK(lessonPrograms(kLesson) == kPrograms);
 }
 
-TEST_CASE("Lesson 06 rejects an unknown argument with a usage line and exit 2", "[cpu][lesson06]") {
-    const RunResult r = runAgainstStub(kLesson, {"--kernels-dir", "/tmp"});
-    CHECK(r.exitCode == 2);
-    CHECK(contains(r.err, "usage:"));
+TEST_CASE("Each lesson 06 program started without its kernels folder names every module file it tried and exits 1",
+          "[cpu][lesson06][fault]") {
+    for (const auto& name : kPrograms) {
+        INFO(name);
+        const ProgramCopy copy(name);
+        RunOptions options;
+        options.setEnv["LD_LIBRARY_PATH"] = stubDriverDir();  // the files are looked for before cuInit
+        const RunResult r = run(copy.program.string(), options);
+        CHECK(r.exitCode == 1);
+        for (const auto& file : moduleFilesOf(name)) {
+            INFO(file);
+            CHECK(contains(r.err, "cannot read " + (copy.folder / "kernels" / file).string()));
+        }
+        CHECK(contains(r.err, "make build-06"));
+        CHECK_FALSE(contains(r.err, "CUDA driver call failed"));
+    }
+}
+
+TEST_CASE("Each lesson 06 program rejects an unknown argument with a usage line and exit 2", "[cpu][lesson06]") {
+    for (const auto& name : kPrograms) {
+        INFO(name);
+        const RunResult r = runAgainstStub(kLesson, {"--kernels-dir", "/tmp"}, name);
+        CHECK(r.exitCode == 2);
+        CHECK(contains(r.err, "usage:"));
+    }
+}
+
+TEST_CASE("Lesson 06's DRAM peak is 2 x memory clock x bus width / 8, checked with real devices' attributes",
+          "[cpu][lesson06]") {
+    using lesson06::dramPeakGBs;
+    // H100 SXM (HBM3): 2619000 kHz, 5120 bits -> 3352.3 GB/s, the 3.35 TB/s of its data sheet.
+    CHECK(dramPeakGBs(2619000, 5120) > 3352.3);
+    CHECK(dramPeakGBs(2619000, 5120) < 3352.4);
+    // A100 40 GB (HBM2): 1215000 kHz, 5120 bits -> 1555.2 GB/s.
+    CHECK(dramPeakGBs(1215000, 5120) > 1555.1);
+    CHECK(dramPeakGBs(1215000, 5120) < 1555.3);
+    // RTX 4090 (GDDR6X): 10501000 kHz, 384 bits -> 1008.1 GB/s.
+    CHECK(dramPeakGBs(10501000, 384) > 1008.0);
+    CHECK(dramPeakGBs(10501000, 384) < 1008.2);
+    // No clock or no width reported: no peak, rather than a made-up one.
+    CHECK(dramPeakGBs(0, 5120) == 0.0);
+    CHECK(dramPeakGBs(2619000, 0) == 0.0);
+    STATIC_REQUIRE(dramPeakGBs(1000000, 8) == 2.0);  // 1 GHz, one byte wide, both edges
+}
+
+TEST_CASE("Lesson 06 expects the code that matches where a function's thread limit comes from", "[cpu][lesson06]") {
+    using lesson06::tooWideLaunchCode;
+    // H100: 1024 threads and 64 Ki registers per block.
+    // saxpy: 10 registers, limit 1024 (the device's): 1025 threads is no block at all.
+    STATIC_REQUIRE(tooWideLaunchCode(1024, 10, 1024, 65536) == CUDA_ERROR_INVALID_VALUE);
+    // boundedKernel: 4 registers, limit 128 from __launch_bounds__: 129 is outside its declared range.
+    STATIC_REQUIRE(tooWideLaunchCode(128, 4, 1024, 65536) == CUDA_ERROR_INVALID_VALUE);
+    // registerHungry: 101 registers (104 allocated); 1024 threads would need 106496 of the 65536
+    // registers a block may have, so the driver lowered its limit (to 512 on an H100).
+    STATIC_REQUIRE(lesson06::allocatedRegisters(101) == 104);
+    STATIC_REQUIRE(lesson06::limitedByRegisters(101, 1024, 65536));
+    STATIC_REQUIRE(tooWideLaunchCode(512, 101, 1024, 65536) == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
+    // boundedKernel's 4 registers fit a full block: its limit is the one it declares.
+    STATIC_REQUIRE_FALSE(lesson06::limitedByRegisters(4, 1024, 65536));
+    // 64 registers fit 1024 threads exactly.
+    STATIC_REQUIRE_FALSE(lesson06::limitedByRegisters(64, 1024, 65536));
+    STATIC_REQUIRE(tooWideLaunchCode(1024, 64, 1024, 65536) == CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_CASE("Lesson 06 runs a cubin only within its SM family, upwards", "[cpu][lesson06]") {
+    using lesson06::cubinRunsOn;
+    STATIC_REQUIRE(cubinRunsOn(90, 9, 0));
+    STATIC_REQUIRE(cubinRunsOn(80, 8, 6));
+    STATIC_REQUIRE(cubinRunsOn(80, 8, 9));
+    STATIC_REQUIRE(cubinRunsOn(87, 8, 7));
+    STATIC_REQUIRE(cubinRunsOn(110, 11, 0));
+    STATIC_REQUIRE_FALSE(cubinRunsOn(86, 8, 0));   // not downwards
+    STATIC_REQUIRE_FALSE(cubinRunsOn(90, 10, 0));  // not across a major version
+    STATIC_REQUIRE_FALSE(cubinRunsOn(75, 8, 0));
+    STATIC_REQUIRE_FALSE(cubinRunsOn(90, 8, 9));
 }
 
 // ---------------------------------------------------------------------------
@@ -192,17 +276,40 @@ TEST_CASE("Lesson 06 rejects an unknown argument with a usage line and exit 2", 
 
 TEST_CASE("Lesson 06 passes and vectorAdd is exact however its module was loaded", "[gpu][lesson06]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "load_and_launch");
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "cuModuleLoad(kernels/vector_ops.fatbin)") == "loaded");
     CHECK(valueOf(r.out, "vector add via cuModuleLoad (fatbin file)") == "exact");
-    CHECK(valueOf(r.out, "vector add via cuModuleLoadDataEx (PTX, JIT)") == "exact");
+    CHECK(valueOf(r.out, "vector add via cuModuleLoadData (PTX, JIT)") == "exact");
     if (!contains(r.out, "section cubin: SKIP"))
         CHECK(valueOf(r.out, "vector add via cuModuleLoadData (cubin image)") == "exact");
     if (driver().driverVersion() >= 12000 && CUDA_VERSION >= 12000)
         CHECK(valueOf(r.out, "vector add via cuLibraryLoadData (CUkernel)") == "exact");
+    // The Makefile builds the cubin for the GPU present, so here it runs.
+    CHECK_FALSE(contains(r.out, "section cubin: SKIP"));
+    // The fatbin's SASS for this GPU was taken as it is; the PTX went through the JIT from compute_75.
+    const auto fromFatbin = valueOf(r.out, "vectorAdd from the fatbin runs");
+    const auto fromPtx = valueOf(r.out, "vectorAdd from the PTX runs");
+    REQUIRE(fromFatbin);
+    REQUIRE(fromPtx);
+    CHECK(contains(*fromPtx, "compiled from compute_75"));
+    CHECK(fromFatbin->substr(0, fromFatbin->find(',')) == fromPtx->substr(0, fromPtx->find(',')));
+    for (const auto& name : kPrograms) {
+        INFO(name);
+        const RunResult& each = defaultRun(kLesson, name);
+        CHECK(each.exitCode == 0);
+        CHECK(contains(each.out, "Result = PASS"));
+    }
+}
+
+TEST_CASE("Lesson 06's JIT reports its target, its wall time and a verbose info log", "[gpu][lesson06]") {
+    requireGpu();
+    const RunResult& r = defaultRun(kLesson, "jit_and_link");
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    CHECK(valueOf(r.out, "CUDA_CACHE_DISABLE") == "1");
     // The JIT wrote a verbose info log for the PTX it compiled.
     const auto infoBytes = valueOf(r.out, "JIT info log");
     REQUIRE(infoBytes);
@@ -210,12 +317,19 @@ TEST_CASE("Lesson 06 passes and vectorAdd is exact however its module was loaded
     bool logged = false;
     for (const auto& text : lines(r.out)) logged = logged || (text.rfind("  | ", 0) == 0 && contains(text, "info"));
     CHECK(logged);
+    // The target printed is the one the log names for every function ("for 'sm_90a'"), not one derived
+    // from the compute capability.
+    const auto target = valueOf(r.out, "cuModuleLoadDataEx(kernels/vector_ops.ptx)");
+    REQUIRE(target);
+    REQUIRE(target->rfind("compiled for sm_", 0) == 0);
+    const std::string sm = target->substr(std::string("compiled for ").size());
+    CHECK(contains(r.out, "Compiling entry function 'vectorAdd' for '" + sm + "'"));
 }
 
 TEST_CASE("Lesson 06's parameter-buffer launch equals its kernelParams launch, at the driver's offsets",
           "[gpu][lesson06]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "param_buffer");
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "echoParams via kernelParams") == "every field arrived");
@@ -255,7 +369,7 @@ TEST_CASE("Lesson 06's parameter-buffer launch equals its kernelParams launch, a
 
 TEST_CASE("Lesson 06's broken PTX fails with CUDA_ERROR_INVALID_PTX and a log naming its line", "[gpu][lesson06]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "jit_and_link");
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     const auto line = valueOf(r.out, "broken PTX offending line");
@@ -274,7 +388,7 @@ TEST_CASE("Lesson 06's broken PTX fails with CUDA_ERROR_INVALID_PTX and a log na
 
 TEST_CASE("Lesson 06's linked module runs, while the calling PTX alone does not load", "[gpu][lesson06]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "jit_and_link");
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     const auto alone = valueOf(r.out, "cuModuleLoadDataEx(link_main.ptx alone)");
@@ -287,7 +401,7 @@ TEST_CASE("Lesson 06's linked module runs, while the calling PTX alone does not 
 TEST_CASE("Lesson 06's kernel reads the __constant__ value the host wrote through cuModuleGetGlobal",
           "[gpu][lesson06]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "load_and_launch");
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "gScale") == "4 bytes, 1 in the module image");
@@ -298,31 +412,103 @@ TEST_CASE("Lesson 06's kernel reads the __constant__ value the host wrote throug
 
 TEST_CASE("Lesson 06 passes when started from another working directory", "[gpu][lesson06]") {
     requireGpu();
-    RunOptions options;
-    options.workingDir = "/tmp";
-    const RunResult r = runLesson(kLesson, options);
-    requireRan(r);
-    CHECK(r.exitCode == 0);
-    CHECK(contains(r.out, "Result = PASS"));
+    for (const auto& name : kPrograms) {
+        INFO(name);
+        RunOptions options;
+        options.workingDir = "/tmp";
+        const RunResult r = runLesson(kLesson, options, name);
+        requireRan(r);
+        CHECK(r.exitCode == 0);
+        CHECK(contains(r.out, "Result = PASS"));
+    }
 }
 
 TEST_CASE("Lesson 06 with corrupt module files fails at the first load with the driver's error and exit 1",
           "[gpu][lesson06][fault]") {
     requireGpu();
-    const ProgramCopy copy;
+    const ProgramCopy copy("load_and_launch");
     std::filesystem::create_directory(copy.folder / "kernels");
     // ELF magic, then nonsense: the driver takes it for a cubin and cannot read it.
     std::string garbage =
         "\x7f"
         "ELF";
     garbage.append(252, '\xab');
-    for (const char* file : kModuleFiles) std::ofstream(copy.folder / "kernels" / file, std::ios::binary) << garbage;
+    for (const auto& file : moduleFilesOf("load_and_launch"))
+        std::ofstream(copy.folder / "kernels" / file, std::ios::binary) << garbage;
     const RunResult r = run(copy.program.string());
     CHECK(r.exitCode == 1);
     CHECK(contains(r.err, "CUDA driver call failed: cuModuleLoad(&fileModule, fatbinPath.c_str())"));
     CHECK((contains(r.err, "CUDA_ERROR_INVALID_IMAGE") || contains(r.err, "CUDA_ERROR_INVALID_PTX")));
     CHECK_FALSE(contains(r.out, "cuModuleLoad(kernels/vector_ops.fatbin): loaded"));
     CHECK_FALSE(contains(r.out, "Result = PASS"));
+}
+
+TEST_CASE("Lesson 06 prints the JIT's error log before it fails on a PTX file that does not compile",
+          "[gpu][lesson06][fault]") {
+    requireGpu();
+    // vector_ops.ptx broken: the load with JIT options in step 3 fails for real.
+    {
+        const ProgramCopy copy("jit_and_link", true);
+        copy.breakPtx("vector_ops.ptx");
+        const RunResult r = run(copy.program.string());
+        attachToReport(r);
+        CHECK(r.exitCode == 1);
+        CHECK(contains(r.err, "CUDA driver call failed: cuModuleLoadDataEx(&jitModule"));
+        CHECK(contains(r.err, "CUDA_ERROR_INVALID_PTX"));
+        const auto bytes = valueOf(r.out, "JIT error log");
+        REQUIRE(bytes);
+        CHECK(std::stoi(*bytes) > 0);
+        CHECK(contains(r.out, "  | ptxas application ptx input, line "));
+        CHECK(contains(r.out, "'rett'"));
+        CHECK(contains(r.out, "Result = FAIL"));
+    }
+    // link_helper.ptx broken: the JIT compiles it inside cuLinkAddData; the link's error log comes first.
+    {
+        const ProgramCopy copy("jit_and_link", true);
+        copy.breakPtx("link_helper.ptx");
+        const RunResult r = run(copy.program.string());
+        attachToReport(r);
+        CHECK(r.exitCode == 1);
+        CHECK(contains(r.err, "CUDA driver call failed: cuLinkAddData(link, CU_JIT_INPUT_PTX, helperPtx.data()"));
+        const auto bytes = valueOf(r.out, "link error log");
+        REQUIRE(bytes);
+        CHECK(std::stoi(*bytes) > 0);
+        CHECK(contains(r.out, "'rett'"));
+        CHECK(contains(r.out, "Result = FAIL"));
+    }
+}
+
+TEST_CASE("Lesson 06 with the PTX JIT disabled skips what needs it, says why, and still passes", "[gpu][lesson06]") {
+    requireGpu();
+    RunOptions options;
+    options.setEnv["CUDA_DISABLE_PTX_JIT"] = "1";
+    for (const auto& name : kPrograms) {
+        INFO(name);
+        const RunResult r = runLesson(kLesson, options, name);
+        attachToReport(r);
+        requireRan(r);
+        CHECK(r.exitCode == 0);
+        CHECK(contains(r.out, "Result = PASS"));
+        CHECK(valueOf(r.out, "CUDA_DISABLE_PTX_JIT") == "1");
+    }
+    // With the JIT cache on, a PTX compiled by an earlier run would load from the cache even now:
+    // the programs that load PTX turn the cache off, so the JIT is really asked.
+    const std::string refused = "the driver refused the PTX with CUDA_ERROR_JIT_COMPILATION_DISABLED";
+    // load_and_launch: the PTX is refused; the fatbin, the cubin and the library run from SASS.
+    const RunResult load = runLesson(kLesson, options, "load_and_launch");
+    CHECK(valueOf(load.out, "CUDA_CACHE_DISABLE chosen by") == "this program");
+    CHECK(contains(load.out, "section PTX: SKIP (" + refused));
+    CHECK(contains(load.err, "CUDA_ERROR_JIT_COMPILATION_DISABLED"));
+    CHECK(valueOf(load.out, "vector add via cuModuleLoad (fatbin file)") == "exact");
+    CHECK(valueOf(load.out, "vector add via cuModuleLoadData (cubin image)") == "exact");
+    CHECK_FALSE(valueOf(load.out, "vector add via cuModuleLoadData (PTX, JIT)"));
+    // jit_and_link: every section that compiles PTX says it was skipped, and why.
+    const RunResult jit = runLesson(kLesson, options, "jit_and_link");
+    for (const char* section : {"JIT options", "broken PTX", "PTX with an unresolved call", "cuLink"}) {
+        INFO(section);
+        CHECK(contains(jit.out, std::string("section ") + section + ": SKIP (" + refused));
+    }
+    CHECK_FALSE(valueOf(jit.out, "linked kernel applyLinked (2x + 1)"));
 }
 
 TEST_CASE("Lesson 06 reports the module loading mode that CUDA_MODULE_LOADING asks for", "[gpu][lesson06]") {
@@ -332,7 +518,7 @@ TEST_CASE("Lesson 06 reports the module loading mode that CUDA_MODULE_LOADING as
         INFO(mode);
         RunOptions options;
         options.setEnv["CUDA_MODULE_LOADING"] = mode;
-        const RunResult r = runLesson(kLesson, options);
+        const RunResult r = runLesson(kLesson, options, "launch_bench");
         requireRan(r);
         CHECK(r.exitCode == 0);
         CHECK(valueOf(r.out, "CUDA_MODULE_LOADING") == mode);
@@ -342,6 +528,13 @@ TEST_CASE("Lesson 06 reports the module loading mode that CUDA_MODULE_LOADING as
             CHECK(valueOf(r.out, "emptyKernel loaded before its first launch") == "yes");
         CHECK(valueOf(r.out, "first launch + synchronize"));
         CHECK(valueOf(r.out, "second launch + synchronize"));
+        // The other programs do not depend on the mode.
+        for (const auto& name : kPrograms) {
+            INFO(name);
+            const RunResult each = runLesson(kLesson, options, name);
+            CHECK(each.exitCode == 0);
+            CHECK(valueOf(each.out, "CUDA_MODULE_LOADING") == mode);
+        }
     }
 }
 
@@ -350,7 +543,7 @@ TEST_CASE("Lesson 06's benchmark mode prints its figures and still checks its re
     RunOptions options;
     options.args = {"--bench"};
     options.timeoutSeconds = 300;
-    const RunResult r = runLesson(kLesson, options);
+    const RunResult r = runLesson(kLesson, options, "launch_bench");
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
@@ -358,12 +551,22 @@ TEST_CASE("Lesson 06's benchmark mode prints its figures and still checks its re
     if (!contains(r.out, "section vector add bench: SKIP")) {
         CHECK(contains(r.out, "bench: vector add 256 Mi floats = "));
         CHECK(valueOf(r.out, "vector add 256 Mi floats result") == "exact");
+        // Both references measured or read in this run, none remembered from another machine.
+        CHECK(contains(r.out, "bench: DRAM peak (2 x memory clock x bus width / 8) = "));
+        CHECK(contains(r.out, "bench: cuMemcpyDtoD 1 GiB (read + write) = "));
+        CHECK(contains(r.out, "bench: vector add share of DRAM peak = "));
+        CHECK(contains(r.out, "bench: vector add share of cuMemcpyDtoD = "));
+        CHECK_FALSE(contains(r.out, "2980"));
     }
     CHECK(valueOf(r.out, "runtime used the lesson's primary context") == "yes");
-    CHECK(contains(r.out, "bench: cuLaunchKernel empty kernel = "));
-    CHECK(contains(r.out, "bench: runtime <<<>>> empty kernel = "));
-    CHECK(contains(r.out, "bench: launch cost driver / runtime = "));
+    CHECK(contains(r.out, "bench: cuLaunchKernel empty kernel submission = "));
+    CHECK(contains(r.out, "bench: runtime <<<>>> empty kernel submission = "));
+    CHECK(contains(r.out, "bench: cuLaunchKernel empty kernel end-to-end = "));
+    CHECK(contains(r.out, "bench: runtime <<<>>> empty kernel end-to-end = "));
+    CHECK(contains(r.out, "bench: launch submission driver / runtime = "));
+    CHECK(contains(r.out, "bench: launch end-to-end driver / runtime = "));
     CHECK(contains(r.out, "bench: module load PTX (JIT, cache off) = "));
+    CHECK(contains(r.out, "bench: module load cubin = "));
     CHECK(contains(r.out, "bench: module load fatbin = "));
 }
 
@@ -543,7 +746,7 @@ TEST_CASE("cuLink resolves the extern device function that loading the calling P
 TEST_CASE("Lesson 06 shows the driver refusing a launch wider than the function allows and PTX from the future",
           "[gpu][lesson06][fault]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult& r = defaultRun(kLesson, "load_and_launch");
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     // An invalid launch configuration fails at cuLaunchKernel, reported through the check macro.
@@ -554,7 +757,26 @@ TEST_CASE("Lesson 06 shows the driver refusing a launch wider than the function 
                               contains(line, ": CUDA_ERROR_INVALID_VALUE"));
     CHECK(launchRefused);
     CHECK(contains(r.err, "CUDA driver call failed: cuLaunchKernel(saxpy, 1, 1, 1, saxpyMaxThreads + 1"));
+    // Each limit comes from the function's CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, and its source decides the
+    // code: past the device's own limit, or past the function's __launch_bounds__(128), the block is an
+    // invalid value; past a limit that the register file sets, the launch is out of resources.
+    CHECK(valueOf(r.out, "cuLaunchKernel with 1025 threads per block (saxpy max 1024, device max 1024)") ==
+          "CUDA_ERROR_INVALID_VALUE");
+    CHECK(valueOf(r.out, "cuLaunchKernel with 129 threads per block (boundedKernel max 128, device max 1024)") ==
+          "CUDA_ERROR_INVALID_VALUE");
+    bool registerLimitRefused = false;
+    for (const auto& line : lines(r.out))
+        registerLimitRefused = registerLimitRefused ||
+                               (line.rfind("cuLaunchKernel with ", 0) == 0 && contains(line, "(registerHungry max ") &&
+                                contains(line, "): CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"));
+    CHECK(registerLimitRefused);
+    CHECK(valueOf(r.out, "too-wide launches refused with the documented codes") == "yes");
+    CHECK(contains(r.err, "CUDA driver call failed: cuLaunchKernel(boundedKernel, 1, 1, 1, boundedMaxThreads + 1"));
+    CHECK(contains(r.err, "CUDA driver call failed: cuLaunchKernel(registerHungry, 1, 1, 1, hungryMaxThreads + 1"));
     // PTX declaring an ISA newer than the driver's JIT knows.
-    CHECK(valueOf(r.out, "cuModuleLoadData(PTX .version 99.9)") == "CUDA_ERROR_UNSUPPORTED_PTX_VERSION");
-    CHECK(contains(r.err, "hint:  the PTX was made by a toolkit newer than this driver"));
+    const RunResult& jit = defaultRun(kLesson, "jit_and_link");
+    requireRan(jit);
+    REQUIRE(jit.exitCode == 0);
+    CHECK(valueOf(jit.out, "cuModuleLoadData(PTX .version 99.9)") == "CUDA_ERROR_UNSUPPORTED_PTX_VERSION");
+    CHECK(contains(jit.err, "hint:  the PTX was made by a toolkit newer than this driver"));
 }

@@ -1,8 +1,8 @@
 // Device code of lesson 06. The Makefile builds this one file three ways, next to the
-// program in build/06-module-and-launch/kernels/:
-//   vector_ops.ptx     PTX for compute_75: the driver's JIT compiles it for this GPU
-//   vector_ops.cubin   SASS for one SM (sm_90 by default): loads on that SM family only
-//   vector_ops.fatbin  SASS for sm_75..sm_90 plus compute_90 PTX: the driver picks the best
+// programs in build/06-module-and-launch/kernels/:
+//   vector_ops.ptx     PTX for the oldest SM listed (compute_75): the driver's JIT compiles it
+//   vector_ops.cubin   SASS for one SM (CUBIN_ARCH: the GPU present): loads on that SM family only
+//   vector_ops.fatbin  SASS for every SM listed plus PTX of the newest: the driver picks the best
 // extern "C" keeps the names unmangled, so the host asks for "vectorAdd", not "_Z9vectorAdd...".
 #include "../param_types.h"
 
@@ -55,6 +55,30 @@ extern "C" __global__ void scaleByGlobal(const float* __restrict__ x, float* __r
 
 // Does nothing: its launch time is the cost of a launch.
 extern "C" __global__ void emptyKernel() {}
+
+// Declared for blocks of at most 128 threads. ptxas records the bound in the module
+// (.maxntid 128), and the driver reports it as the function's
+// CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, below the device's own limit of 1024.
+extern "C" __global__ void __launch_bounds__(128) boundedKernel() {}
+
+// Needs about 100 registers per thread: 48 doubles are carried from one round of the loop to
+// the next, so all of them stay live (2 registers each). 1024 such threads would need more
+// registers than an SM gives one block (64 Ki), so the driver's
+// CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK for this function is about 600, set by registers.
+extern "C" __global__ void registerHungry(float* out, int rounds) {
+    constexpr int kState = 48;
+    double state[kState];
+#pragma unroll
+    for (int i = 0; i < kState; ++i) state[i] = threadIdx.x + i;
+    for (int round = 0; round < rounds; ++round) {
+#pragma unroll
+        for (int i = 0; i < kState; ++i) state[i] = state[i] * 0.5 + state[(i + 1) % kState];
+    }
+    double sum = 0.0;
+#pragma unroll
+    for (int i = 0; i < kState; ++i) sum += state[i];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = static_cast<float>(sum);
+}
 
 // Writes back every argument it received, so the host can check that each one arrived
 // intact: a float, a float4 (16-byte aligned), the padded struct, an int and a pointer.

@@ -1,0 +1,316 @@
+// Lesson 06, program 4 of 4 — what loading and launching cost.
+//
+// The plain run shows lazy loading: the first launch of a kernel costs more than the next.
+// With --bench it measures, every ratio against a number taken in this same run:
+//   - vector add bandwidth against the device's theoretical DRAM bandwidth (from its memory
+//     clock and bus width) and against a cuMemcpyDtoD of the same arrays, timed just before;
+//   - launch cost, driver API against <<<>>> in one context and one stream: the host's
+//     submission time per launch apart from the end-to-end time per launch;
+//   - module load time for PTX (JIT), cubin and fatbin.
+//
+//   launch_bench [--device N] [--bench]
+#include <cuda.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+#include "cubin_arch.h"
+#include "dram_peak.h"
+#include "driver_env.h"
+#include "runtime_launch.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double microsecondsBetween(Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double, std::micro>(to - from).count();
+}
+
+double median(std::vector<double> samples) {
+    std::sort(samples.begin(), samples.end());
+    return samples[samples.size() / 2];
+}
+
+// Vector add on 256 Mi floats (3 arrays of 1 GiB), against (a) the DRAM's theoretical peak
+// and (b) cuMemcpyDtoD of one array, timed just before on the same buffers. Both kernels and
+// copies are timed with events around 20 runs after 3 warm-ups. Bytes moved: vector add
+// reads 2 arrays and writes 1; the copy reads 1 and writes 1.
+bool benchVectorAdd(CUdevice device, CUfunction vectorAdd) {
+    constexpr unsigned long long kCount = 256ull << 20;
+    constexpr std::size_t kBytes = kCount * sizeof(float);
+    constexpr int kWarmUp = 3;
+    constexpr int kTimed = 20;
+    std::size_t freeBytes = 0;
+    std::size_t totalBytes = 0;
+    CHECK_DRIVER(cuMemGetInfo(&freeBytes, &totalBytes));
+    if (freeBytes < 3 * kBytes + (std::size_t{256} << 20)) {
+        std::printf("section vector add bench: SKIP (needs 3 GiB + 256 MiB free, the device has %zu MiB)\n",
+                    freeBytes >> 20);
+        return true;
+    }
+    // (a) CUDA 13 removed memoryClockRate from the runtime's cudaDeviceProp; the driver
+    // attribute is still there (and not marked deprecated in cuda.h 13.0).
+    int memoryClockKHz = 0;
+    int busWidthBits = 0;
+    CHECK_DRIVER(cuDeviceGetAttribute(&memoryClockKHz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, device));
+    CHECK_DRIVER(cuDeviceGetAttribute(&busWidthBits, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, device));
+    const double peakGBs = lesson06::dramPeakGBs(memoryClockKHz, busWidthBits);
+
+    CUdeviceptr a = 0;
+    CUdeviceptr b = 0;
+    CUdeviceptr c = 0;
+    CHECK_DRIVER(cuMemAlloc(&a, kBytes));
+    CHECK_DRIVER(cuMemAlloc(&b, kBytes));
+    CHECK_DRIVER(cuMemAlloc(&c, kBytes));
+    // cuMemsetD32 fills 32-bit words: the bit patterns of 1.0f and 2.0f.
+    CHECK_DRIVER(cuMemsetD32(a, std::bit_cast<unsigned int>(1.0f), kCount));
+    CHECK_DRIVER(cuMemsetD32(b, std::bit_cast<unsigned int>(2.0f), kCount));
+    CUevent start = nullptr;
+    CUevent stop = nullptr;
+    CHECK_DRIVER(cuEventCreate(&start, CU_EVENT_DEFAULT));
+    CHECK_DRIVER(cuEventCreate(&stop, CU_EVENT_DEFAULT));
+    auto millisecondsPerRun = [&](const auto& enqueue) {
+        for (int i = 0; i < kWarmUp; ++i) enqueue();
+        CHECK_DRIVER(cuEventRecord(start, nullptr));
+        for (int i = 0; i < kTimed; ++i) enqueue();
+        CHECK_DRIVER(cuEventRecord(stop, nullptr));
+        CHECK_DRIVER(cuEventSynchronize(stop));
+        float milliseconds = 0.0f;
+        CHECK_DRIVER(cuEventElapsedTime(&milliseconds, start, stop));
+        return static_cast<double>(milliseconds) / kTimed;
+    };
+    // (b) A device-to-device copy gives no host-side synchronization; the events order it.
+    const double copyMs = millisecondsPerRun([&] { CHECK_DRIVER(cuMemcpyDtoD(c, a, kBytes)); });
+    int gridBlocks = 0;
+    int blockThreads = 0;
+    CHECK_DRIVER(cuOccupancyMaxPotentialBlockSize(&gridBlocks, &blockThreads, vectorAdd, nullptr, 0, 0));
+    unsigned long long count = kCount;
+    void* params[] = {&a, &b, &c, &count};
+    const double addMs = millisecondsPerRun([&] {
+        CHECK_DRIVER(cuLaunchKernel(vectorAdd, gridBlocks, 1, 1, blockThreads, 1, 1, 0, nullptr, params, nullptr));
+    });
+    const double copyGBs = 2.0 * static_cast<double>(kBytes) / (copyMs / 1e3) / 1e9;
+    const double addGBs = 3.0 * static_cast<double>(kBytes) / (addMs / 1e3) / 1e9;
+
+    std::printf("memory clock: %d kHz, bus width: %d bits\n", memoryClockKHz, busWidthBits);
+    std::printf("vector add launch shape: %d blocks x %d threads, %d timed launches\n", gridBlocks, blockThreads,
+                kTimed);
+    if (peakGBs > 0.0)
+        std::printf("bench: DRAM peak (2 x memory clock x bus width / 8) = %.1f GB/s\n", peakGBs);
+    else
+        std::printf("DRAM peak: n/a (the driver reports no memory clock or bus width for this device)\n");
+    std::printf("bench: cuMemcpyDtoD 1 GiB (read + write) = %.1f GB/s\n", copyGBs);
+    std::printf("bench: vector add 256 Mi floats = %.1f GB/s\n", addGBs);
+    if (peakGBs > 0.0) std::printf("bench: vector add share of DRAM peak = %.1f %%\n", 100.0 * addGBs / peakGBs);
+    std::printf("bench: vector add share of cuMemcpyDtoD = %.1f %%\n", 100.0 * addGBs / copyGBs);
+
+    std::vector<float> result(kCount);
+    CHECK_DRIVER(cuMemcpyDtoH(result.data(), c, kBytes));
+    const bool exact = std::all_of(result.begin(), result.end(), [](float v) { return v == 3.0f; });
+    std::printf("vector add 256 Mi floats result: %s\n", exact ? "exact" : "WRONG");
+    CHECK_DRIVER(cuEventDestroy(stop));
+    CHECK_DRIVER(cuEventDestroy(start));
+    CHECK_DRIVER(cuMemFree(c));
+    CHECK_DRIVER(cuMemFree(b));
+    CHECK_DRIVER(cuMemFree(a));
+    return exact;
+}
+
+// One timed loop of driver-API launches of the empty kernel into `stream` (see LaunchTimes).
+lesson06::LaunchTimes driverEmptyLaunches(CUfunction emptyKernel, CUstream stream, int launches) {
+    const Clock::time_point start = Clock::now();
+    for (int i = 0; i < launches; ++i)
+        CHECK_DRIVER(cuLaunchKernel(emptyKernel, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr));
+    const Clock::time_point submitted = Clock::now();
+    CHECK_DRIVER(cuStreamSynchronize(stream));
+    const Clock::time_point done = Clock::now();
+    return {microsecondsBetween(start, submitted) / launches, microsecondsBetween(start, done) / launches};
+}
+
+// Launch cost, cuLaunchKernel against <<<>>>, in one context and one stream: 9 runs of each,
+// taken in turn, of 1000 launches; medians. "submission" stops the clock when the loop has
+// queued its launches (the host's cost per launch, as long as the queue does not fill);
+// "end-to-end" after one cuStreamSynchronize (the throughput of launch and execution).
+bool benchLaunchCost(CUfunction emptyKernel, CUcontext context, int deviceOrdinal) {
+    constexpr int kRuns = 9;
+    constexpr int kLaunches = 1000;
+    CUstream stream = nullptr;
+    CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_DEFAULT));
+    // The warm-up runs are not counted: the runtime loads its own module on the first <<<>>>.
+    bool ok = lesson06::runtimeUseDevice(deviceOrdinal);
+    if (ok) ok = lesson06::runtimeEmptyLaunches(stream, kLaunches).totalMicroseconds >= 0.0;
+    driverEmptyLaunches(emptyKernel, stream, kLaunches);
+    std::vector<double> driverSubmit, driverTotal, runtimeSubmit, runtimeTotal;
+    for (int run = 0; ok && run < kRuns; ++run) {
+        const lesson06::LaunchTimes driver = driverEmptyLaunches(emptyKernel, stream, kLaunches);
+        const lesson06::LaunchTimes runtime = lesson06::runtimeEmptyLaunches(stream, kLaunches);
+        ok = runtime.totalMicroseconds >= 0.0;
+        driverSubmit.push_back(driver.submitMicroseconds);
+        driverTotal.push_back(driver.totalMicroseconds);
+        runtimeSubmit.push_back(runtime.submitMicroseconds);
+        runtimeTotal.push_back(runtime.totalMicroseconds);
+    }
+    CHECK_DRIVER(cuStreamDestroy(stream));
+    if (!ok) return false;
+    // The runtime adopted the current primary context instead of making its own.
+    CUcontext current = nullptr;
+    CHECK_DRIVER(cuCtxGetCurrent(&current));
+    std::printf("runtime used the lesson's primary context: %s\n", current == context ? "yes" : "NO");
+    std::printf("launch cost: %d runs x %d launches of an empty kernel, one stream, medians\n", kRuns, kLaunches);
+    std::printf("bench: cuLaunchKernel empty kernel submission = %.2f µs\n", median(driverSubmit));
+    std::printf("bench: runtime <<<>>> empty kernel submission = %.2f µs\n", median(runtimeSubmit));
+    std::printf("bench: cuLaunchKernel empty kernel end-to-end = %.2f µs\n", median(driverTotal));
+    std::printf("bench: runtime <<<>>> empty kernel end-to-end = %.2f µs\n", median(runtimeTotal));
+    std::printf("bench: launch submission driver / runtime = %.2f x\n", median(driverSubmit) / median(runtimeSubmit));
+    std::printf("bench: launch end-to-end driver / runtime = %.2f x\n", median(driverTotal) / median(runtimeTotal));
+    return current == context;
+}
+
+// cuModuleLoadData time of one format, median of 7 loads (each unloaded again).
+bool benchModuleLoad(const char* format, const std::string& image) {
+    constexpr int kLoads = 7;
+    std::vector<double> samples;
+    for (int i = 0; i < kLoads; ++i) {
+        CUmodule module = nullptr;
+        const Clock::time_point start = Clock::now();
+        const CUresult loaded = REPORT_DRIVER(cuModuleLoadData(&module, image.data()));
+        if (loaded == CUDA_ERROR_JIT_COMPILATION_DISABLED) {
+            std::printf(
+                "section module load %s: SKIP (the driver refused the PTX with %s: CUDA_DISABLE_PTX_JIT "
+                "is set)\n",
+                format, course::driverErrorName(loaded));
+            return true;
+        }
+        if (loaded != CUDA_SUCCESS) return false;
+        samples.push_back(microsecondsBetween(start, Clock::now()) / 1e3);
+        CHECK_DRIVER(cuModuleUnload(module));
+    }
+    std::printf("bench: module load %s = %.3f ms\n", format, median(samples));
+    return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    course::Arguments args;
+    if (!course::parseArguments(argc, argv, {"--bench"}, {"--device"}, "[--device N] [--bench]", args))
+        return course::kExitUsage;
+    const bool bench = args.has("--bench");
+
+    // Step 1: the module files sit next to the executable (kernels/), found through /proc/self/exe.
+    course::printStep(1, "find the module files");
+    const std::optional<std::string> fatbinImage = course::readFile(course::kernelPath("vector_ops.fatbin"));
+    const std::optional<std::string> cubinImage = course::readFile(course::kernelPath("vector_ops.cubin"));
+    const std::optional<std::string> ptxImage = course::readFile(course::kernelPath("vector_ops.ptx"));
+    if (!fatbinImage || !cubinImage || !ptxImage) {
+        std::fprintf(stderr, "The lesson's module files are built next to its programs: run make build-06.\n");
+        return EXIT_FAILURE;
+    }
+    std::printf("module file: kernels/vector_ops.fatbin (%zu bytes)\n", fatbinImage->size());
+
+    // Step 2: --bench asks for eager loading, so that a timed module load does all its work,
+    // and (unless the user chose) turns the JIT cache off, so that a PTX load really compiles.
+    // The driver reads both in cuInit: they are set before.
+    course::printStep(2, "driver, device and the primary context");
+    if (bench) {
+        setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+        std::printf("CUDA_MODULE_LOADING chosen by: --bench\n");
+        lesson06::disableJitCacheUnlessChosen();
+    }
+    lesson06::printDriverEnvironment();
+    CHECK_DRIVER(cuInit(0));
+    int driverVersion = 0;
+    CHECK_DRIVER(cuDriverGetVersion(&driverVersion));
+    CUdevice device = 0;
+    CHECK_DRIVER(cuDeviceGet(&device, args.deviceOrdinal()));
+    int ccMajor = 0;
+    int ccMinor = 0;
+    CHECK_DRIVER(cuDeviceGetAttribute(&ccMajor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device));
+    CHECK_DRIVER(cuDeviceGetAttribute(&ccMinor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device));
+    CUcontext context = nullptr;
+    CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
+    CHECK_DRIVER(cuCtxSetCurrent(context));
+    const char* loadingMode = "unknown (cuModuleGetLoadingMode needs CUDA 11.7)";
+#if CUDA_VERSION >= 11070
+    if (driverVersion >= 11070) {
+        CUmoduleLoadingMode mode{};
+        CHECK_DRIVER(cuModuleGetLoadingMode(&mode));
+        loadingMode = mode == CU_MODULE_LAZY_LOADING ? "LAZY" : "EAGER";
+    }
+#endif
+    std::printf("module loading mode: %s\n", loadingMode);
+
+    // Step 3: with lazy loading (the default since CUDA 12.2) the driver uploads a kernel's code
+    // when it is first asked for (cuModuleGetFunction), not in cuModuleLoad; and any first
+    // launch also sets up per-kernel launch state. CUDA_MODULE_LOADING=EAGER moves the
+    // loading back into cuModuleLoad.
+    course::printStep(3, "lazy loading and the first launch");
+    CUmodule module = nullptr;
+    const Clock::time_point loadStart = Clock::now();
+    CHECK_DRIVER(cuModuleLoadData(&module, fatbinImage->data()));
+    const Clock::time_point loaded = Clock::now();
+    CUfunction emptyKernel = nullptr;
+    CHECK_DRIVER(cuModuleGetFunction(&emptyKernel, module, "emptyKernel"));
+    const Clock::time_point gotFunction = Clock::now();
+    const char* loadedBeforeLaunch = nullptr;  // cuFuncIsLoaded (CUDA 12.4+): is its code on the GPU yet?
+#if CUDA_VERSION >= 12040
+    if (driverVersion >= 12040) {
+        CUfunctionLoadingState state{};
+        CHECK_DRIVER(cuFuncIsLoaded(&state, emptyKernel));
+        loadedBeforeLaunch = state == CU_FUNCTION_LOADING_STATE_LOADED ? "yes" : "no";
+    }
+#endif
+    const Clock::time_point firstStart = Clock::now();
+    CHECK_DRIVER(cuLaunchKernel(emptyKernel, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
+    CHECK_DRIVER(cuCtxSynchronize());
+    const Clock::time_point firstDone = Clock::now();
+    CHECK_DRIVER(cuLaunchKernel(emptyKernel, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
+    CHECK_DRIVER(cuCtxSynchronize());
+    const Clock::time_point secondDone = Clock::now();
+    std::printf("cuModuleLoadData of the fatbin: %.1f µs\n", microsecondsBetween(loadStart, loaded));
+    std::printf("cuModuleGetFunction(emptyKernel): %.1f µs\n", microsecondsBetween(loaded, gotFunction));
+    if (loadedBeforeLaunch != nullptr)
+        std::printf("emptyKernel loaded before its first launch: %s\n", loadedBeforeLaunch);
+    std::printf("first launch + synchronize: %.1f µs\n", microsecondsBetween(firstStart, firstDone));
+    std::printf("second launch + synchronize: %.1f µs\n", microsecondsBetween(firstDone, secondDone));
+
+    // Step 4: --bench only (the vector add needs 3 GiB of device memory).
+    course::printStep(4, "benchmarks");
+    bool pass = true;
+    if (!bench) {
+        std::printf("benchmarks: not run (add --bench)\n");
+    } else {
+        CUfunction vectorAdd = nullptr;
+        CHECK_DRIVER(cuModuleGetFunction(&vectorAdd, module, "vectorAdd"));
+        pass = benchVectorAdd(device, vectorAdd) && pass;
+        pass = benchLaunchCost(emptyKernel, context, args.deviceOrdinal()) && pass;
+        const char* cache = std::getenv("CUDA_CACHE_DISABLE");
+        const bool cacheOff = cache != nullptr && std::strcmp(cache, "1") == 0;
+        pass = benchModuleLoad(cacheOff ? "PTX (JIT, cache off)" : "PTX (JIT, cache on)", *ptxImage) && pass;
+        if (lesson06::cubinRunsOn(lesson06::kCubinArch, ccMajor, ccMinor))
+            pass = benchModuleLoad("cubin", *cubinImage) && pass;
+        else
+            std::printf("section module load cubin: SKIP (cubin built for sm_%d, device is sm_%d%d)\n",
+                        lesson06::kCubinArch, ccMajor, ccMinor);
+        pass = benchModuleLoad("fatbin", *fatbinImage) && pass;
+    }
+
+    // Step 5: release in reverse order of creation.
+    course::printStep(5, "release and check");
+    CHECK_DRIVER(cuModuleUnload(module));
+    CHECK_DRIVER(cuCtxSetCurrent(nullptr));
+    CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+    std::printf("released: 1 module, the primary context\n");
+    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
+    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,316 @@
+// Lesson 06, program 1 of 4 — load a module four ways, launch with kernelParams.
+//
+// Device code reaches the driver as a module: PTX text (compiled by the driver's JIT), a
+// cubin (SASS for one GPU family) or a fatbin (several cubins plus PTX). This program loads
+// the same kernels from each and as a library, checks that every copy computes the same
+// sums, writes a module global, launches with kernelParams, and asks for launches wider
+// than a function allows: the driver refuses each with the code documented for its case.
+//
+//   load_and_launch [--device N]
+#include <cuda.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+#include "cubin_arch.h"
+#include "driver_env.h"
+#include "launch_limits.h"
+
+namespace {
+
+// x and y on the device and on the host, z on the device, and the launch shape for vectorAdd.
+struct VectorAddCheck {
+    CUdeviceptr x, y, z;
+    const std::vector<float>& hostX;
+    const std::vector<float>& hostY;
+    int gridBlocks, blockThreads;
+
+    // z = x + y through one vectorAdd handle. The host does the same float additions, so the
+    // sums must be equal bit for bit, whichever module the function came from.
+    bool run(CUfunction vectorAdd, const char* how) const {
+        const int count = static_cast<int>(hostX.size());
+        unsigned long long n = hostX.size();
+        CUdeviceptr a = x, b = y, c = z;
+        void* params[] = {&a, &b, &c, &n};
+        CHECK_DRIVER(cuMemsetD32(z, 0, hostX.size()));
+        CHECK_DRIVER(cuLaunchKernel(vectorAdd, gridBlocks, 1, 1, blockThreads, 1, 1, 0, nullptr, params, nullptr));
+        CHECK_DRIVER(cuCtxSynchronize());
+        std::vector<float> hostZ(hostX.size());
+        CHECK_DRIVER(cuMemcpyDtoH(hostZ.data(), z, hostZ.size() * sizeof(float)));
+        int wrong = 0;
+        for (int i = 0; i < count; ++i) wrong += hostZ[i] != hostX[i] + hostY[i];
+        std::printf("vector add via %s: %s\n", how, wrong == 0 ? "exact" : "WRONG");
+        return wrong == 0;
+    }
+};
+
+// Which code the driver took for a function: the SASS architecture it runs (BINARY_VERSION)
+// and the PTX ISA target that SASS was compiled from (PTX_VERSION), both as major * 10 + minor.
+void printCodeTaken(const char* label, CUfunction function) {
+    int binary = 0;
+    int ptx = 0;
+    CHECK_DRIVER(cuFuncGetAttribute(&binary, CU_FUNC_ATTRIBUTE_BINARY_VERSION, function));
+    CHECK_DRIVER(cuFuncGetAttribute(&ptx, CU_FUNC_ATTRIBUTE_PTX_VERSION, function));
+    std::printf("%s runs: SASS for sm_%d, compiled from compute_%d\n", label, binary, ptx);
+}
+
+// Step 7: writes 3.0 into the module's __constant__ gScale and checks scaleByGlobal reads it.
+bool scaleByGlobalReadsHostWrite(CUmodule module, CUfunction scaleByGlobal, const VectorAddCheck& v) {
+    CUdeviceptr scaleAddress = 0;
+    std::size_t scaleBytes = 0;
+    CHECK_DRIVER(cuModuleGetGlobal(&scaleAddress, &scaleBytes, module, "gScale"));
+    float scale = 0.0f;
+    CHECK_DRIVER(cuMemcpyDtoH(&scale, scaleAddress, sizeof(scale)));
+    std::printf("gScale: %zu bytes, %g in the module image\n", scaleBytes, scale);
+    scale = 3.0f;
+    CHECK_DRIVER(cuMemcpyHtoD(scaleAddress, &scale, sizeof(scale)));
+    float stored = 0.0f;
+    CHECK_DRIVER(cuMemcpyDtoH(&stored, scaleAddress, sizeof(stored)));
+    std::printf("gScale after cuMemcpyHtoD: %g\n", stored);
+
+    CUdeviceptr x = v.x, z = v.z;
+    int count = static_cast<int>(v.hostX.size());
+    void* params[] = {&x, &z, &count};
+    CHECK_DRIVER(cuLaunchKernel(scaleByGlobal, (count + 255) / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
+    CHECK_DRIVER(cuCtxSynchronize());
+    std::vector<float> result(v.hostX.size());
+    CHECK_DRIVER(cuMemcpyDtoH(result.data(), z, result.size() * sizeof(float)));
+    int wrong = 0;
+    for (int i = 0; i < count; ++i) wrong += result[i] != scale * v.hostX[i];
+    std::printf("scaleByGlobal used gScale = %g: %s\n", scale, wrong == 0 ? "exact" : "WRONG");
+    return wrong == 0 && scaleBytes == sizeof(float) && stored == scale;
+}
+
+// Step 8: kernelParams holds one pointer per kernel parameter, to a host variable of exactly
+// the parameter's type; the driver knows each parameter's size and offset from the module and
+// copies the values at launch. saxpy (y = a * x + y) may fuse a * x + y into one FMA (one
+// rounding) where the host rounds twice: |gpu - host| <= 1e-6 * (|a * x| + |y|), about 8 ulps.
+bool saxpyWithinTolerance(CUfunction saxpy, const VectorAddCheck& v) {
+    constexpr float kTolerance = 1e-6f;
+    float a = 1.7f;
+    CUdeviceptr x = v.x, y = v.y;
+    int count = static_cast<int>(v.hostX.size());
+    void* params[] = {&a, &x, &y, &count};
+    CHECK_DRIVER(cuLaunchKernel(saxpy, (count + 255) / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
+    CHECK_DRIVER(cuCtxSynchronize());
+    std::vector<float> result(v.hostX.size());
+    CHECK_DRIVER(cuMemcpyDtoH(result.data(), y, result.size() * sizeof(float)));
+    double worst = 0.0;
+    for (int i = 0; i < count; ++i) {
+        const double expected = a * v.hostX[i] + v.hostY[i];
+        const double scaleOfTerms = std::fabs(a * v.hostX[i]) + std::fabs(v.hostY[i]);
+        worst = std::max(worst, std::fabs(static_cast<double>(result[i]) - expected) / scaleOfTerms);
+    }
+    std::printf("saxpy worst error / (|a*x| + |y|): %.2e (tolerance %.0e)\n", worst, kTolerance);
+    std::printf("saxpy within tolerance: %s\n", worst <= kTolerance ? "yes" : "NO");
+    return worst <= kTolerance;
+}
+
+// Step 8: one thread per block more than each function's own CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK.
+// cuLaunchKernel refuses each before anything runs; launch_limits.h says which code each gets.
+bool tooWideLaunchesRefused(CUdevice device, CUmodule module, CUfunction saxpy) {
+    CUfunction boundedKernel = nullptr;
+    CUfunction registerHungry = nullptr;
+    CHECK_DRIVER(cuModuleGetFunction(&boundedKernel, module, "boundedKernel"));
+    CHECK_DRIVER(cuModuleGetFunction(&registerHungry, module, "registerHungry"));
+    int deviceMaxThreads = 0;
+    int registersPerBlock = 0;
+    CHECK_DRIVER(cuDeviceGetAttribute(&deviceMaxThreads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, device));
+    CHECK_DRIVER(cuDeviceGetAttribute(&registersPerBlock, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, device));
+    int saxpyMaxThreads = 0, boundedMaxThreads = 0, hungryMaxThreads = 0;
+    CHECK_DRIVER(cuFuncGetAttribute(&saxpyMaxThreads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, saxpy));
+    CHECK_DRIVER(cuFuncGetAttribute(&boundedMaxThreads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, boundedKernel));
+    CHECK_DRIVER(cuFuncGetAttribute(&hungryMaxThreads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, registerHungry));
+    float a = 0.0f;
+    CUdeviceptr none = 0;  // never dereferenced: the launches are refused
+    int count = 0;
+    void* params[] = {&a, &none, &none, &count};
+    void* hungryParams[] = {&none, &count};
+    const CUresult saxpyWide =
+        REPORT_DRIVER(cuLaunchKernel(saxpy, 1, 1, 1, saxpyMaxThreads + 1, 1, 1, 0, nullptr, params, nullptr));
+    const CUresult boundedWide = REPORT_DRIVER(
+        cuLaunchKernel(boundedKernel, 1, 1, 1, boundedMaxThreads + 1, 1, 1, 0, nullptr, nullptr, nullptr));
+    const CUresult hungryWide = REPORT_DRIVER(
+        cuLaunchKernel(registerHungry, 1, 1, 1, hungryMaxThreads + 1, 1, 1, 0, nullptr, hungryParams, nullptr));
+    bool documented = true;
+    for (const auto& [name, function, maxThreads, result] :
+         {std::tuple{"saxpy", saxpy, saxpyMaxThreads, saxpyWide},
+          std::tuple{"boundedKernel", boundedKernel, boundedMaxThreads, boundedWide},
+          std::tuple{"registerHungry", registerHungry, hungryMaxThreads, hungryWide}}) {
+        int registers = 0;
+        CHECK_DRIVER(cuFuncGetAttribute(&registers, CU_FUNC_ATTRIBUTE_NUM_REGS, function));
+        std::printf("cuLaunchKernel with %d threads per block (%s max %d, device max %d): %s\n", maxThreads + 1, name,
+                    maxThreads, deviceMaxThreads, course::driverErrorName(result));
+        documented =
+            result == lesson06::tooWideLaunchCode(maxThreads, registers, deviceMaxThreads, registersPerBlock) &&
+            documented;
+    }
+    std::printf("too-wide launches refused with the documented codes: %s\n", documented ? "yes" : "NO");
+    return documented;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    course::Arguments args;
+    if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
+
+    // Step 1: the module files sit next to the executable (kernels/), found through /proc/self/exe,
+    // so any working directory works. A missing one is named with its full path, before cuInit.
+    course::printStep(1, "find the module files");
+    const std::string fatbinPath = course::kernelPath("vector_ops.fatbin");
+    const std::optional<std::string> fatbinImage = course::readFile(fatbinPath);
+    const std::optional<std::string> cubinImage = course::readFile(course::kernelPath("vector_ops.cubin"));
+    const std::optional<std::string> ptxImage = course::readFile(course::kernelPath("vector_ops.ptx"));
+    if (!fatbinImage || !cubinImage || !ptxImage) {
+        std::fprintf(stderr, "The lesson's module files are built next to its programs: run make build-06.\n");
+        return EXIT_FAILURE;
+    }
+    std::printf("module file: kernels/vector_ops.fatbin (%zu bytes)\n", fatbinImage->size());
+    std::printf("module file: kernels/vector_ops.cubin (%zu bytes)\n", cubinImage->size());
+    std::printf("module file: kernels/vector_ops.ptx (%zu bytes)\n", ptxImage->size());
+
+    // Step 2: the driver reads the variables that steer module loading once, in cuInit. The JIT
+    // cache goes off (unless you chose), so that step 5 really compiles. The primary context
+    // (lesson 04) is retained, then made current: retaining alone does not make it current.
+    course::printStep(2, "driver, device and the primary context");
+    lesson06::disableJitCacheUnlessChosen();
+    lesson06::printDriverEnvironment();
+    CHECK_DRIVER(cuInit(0));
+    CUdevice device = 0;
+    CHECK_DRIVER(cuDeviceGet(&device, args.deviceOrdinal()));
+    int ccMajor = 0;
+    int ccMinor = 0;
+    CHECK_DRIVER(cuDeviceGetAttribute(&ccMajor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device));
+    CHECK_DRIVER(cuDeviceGetAttribute(&ccMinor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device));
+    std::printf("device %d compute capability: %d.%d\n", args.deviceOrdinal(), ccMajor, ccMinor);
+    CUcontext context = nullptr;
+    CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
+    CHECK_DRIVER(cuCtxSetCurrent(context));
+
+    // Step 3: way 1, cuModuleLoad from a file. The fatbin is the format to ship: the driver
+    // takes the SASS built for this GPU, or JIT-compiles the PTX inside for a newer one.
+    // A module belongs to the context that is current when it is loaded.
+    course::printStep(3, "load the fatbin from a file, get functions, pick a launch shape");
+    CUmodule fileModule = nullptr;
+    CHECK_DRIVER(cuModuleLoad(&fileModule, fatbinPath.c_str()));
+    std::printf("cuModuleLoad(kernels/vector_ops.fatbin): loaded\n");
+    CUfunction vectorAdd = nullptr;
+    CUfunction saxpy = nullptr;
+    CUfunction scaleByGlobal = nullptr;
+    CHECK_DRIVER(cuModuleGetFunction(&vectorAdd, fileModule, "vectorAdd"));
+    CHECK_DRIVER(cuModuleGetFunction(&saxpy, fileModule, "saxpy"));
+    CHECK_DRIVER(cuModuleGetFunction(&scaleByGlobal, fileModule, "scaleByGlobal"));
+    printCodeTaken("vectorAdd from the fatbin", vectorAdd);
+    // The block size that gives the most resident threads per SM for this kernel, and the
+    // number of such blocks that fills every SM once: all a grid-stride kernel needs.
+    int fillGridBlocks = 0;
+    int blockThreads = 0;
+    CHECK_DRIVER(cuOccupancyMaxPotentialBlockSize(&fillGridBlocks, &blockThreads, vectorAdd, nullptr, 0, 0));
+    std::printf("occupancy: %d threads per block, %d blocks fill the GPU\n", blockThreads, fillGridBlocks);
+
+    // 1 Mi + 3 elements: the float4 loop covers 1 Mi, the scalar tail the last 3.
+    constexpr int kCount = (1 << 20) + 3;
+    constexpr std::size_t kBytes = kCount * sizeof(float);
+    std::vector<float> hostX(kCount);
+    std::vector<float> hostY(kCount);
+    for (int i = 0; i < kCount; ++i) {
+        hostX[i] = static_cast<float>(i) * 0.25f;
+        hostY[i] = 1.0f / static_cast<float>(1 + i % 13);
+    }
+    CUdeviceptr x = 0;
+    CUdeviceptr y = 0;
+    CUdeviceptr z = 0;
+    CHECK_DRIVER(cuMemAlloc(&x, kBytes));
+    CHECK_DRIVER(cuMemAlloc(&y, kBytes));
+    CHECK_DRIVER(cuMemAlloc(&z, kBytes));
+    CHECK_DRIVER(cuMemcpyHtoD(x, hostX.data(), kBytes));
+    CHECK_DRIVER(cuMemcpyHtoD(y, hostY.data(), kBytes));
+    const int gridBlocks = std::min(fillGridBlocks, (kCount / 4 + blockThreads - 1) / blockThreads);
+    std::printf("vectorAdd launch shape: %d blocks x %d threads for %d elements\n", gridBlocks, blockThreads, kCount);
+    const VectorAddCheck check{x, y, z, hostX, hostY, gridBlocks, blockThreads};
+    bool pass = check.run(vectorAdd, "cuModuleLoad (fatbin file)");
+
+    // Step 4: way 2, cuModuleLoadData: an image already in memory (read from a file here;
+    // embedded in the executable, downloaded or decrypted in real deployments).
+    course::printStep(4, "the cubin, from memory");
+    if (lesson06::cubinRunsOn(lesson06::kCubinArch, ccMajor, ccMinor)) {
+        CUmodule imageModule = nullptr;
+        CHECK_DRIVER(cuModuleLoadData(&imageModule, cubinImage->data()));
+        CUfunction imageVectorAdd = nullptr;
+        CHECK_DRIVER(cuModuleGetFunction(&imageVectorAdd, imageModule, "vectorAdd"));
+        pass = check.run(imageVectorAdd, "cuModuleLoadData (cubin image)") && pass;
+        CHECK_DRIVER(cuModuleUnload(imageModule));
+    } else {
+        std::printf(
+            "section cubin: SKIP (cubin built for sm_%d, device is sm_%d%d; rebuild it here with "
+            "make clean && make build-06, or CUBIN_ARCH=%d%d)\n",
+            lesson06::kCubinArch, ccMajor, ccMinor, ccMajor, ccMinor);
+    }
+
+    // Step 5: way 3, the PTX text, also with cuModuleLoadData: the driver's JIT compiles it for
+    // this GPU inside the call (program 2 passes JIT options to see what it says). With
+    // CUDA_DISABLE_PTX_JIT=1 the driver refuses PTX, and says so with its own error code.
+    course::printStep(5, "the PTX, compiled by the driver's JIT");
+    CUmodule ptxModule = nullptr;
+    const CUresult ptxLoaded = REPORT_DRIVER(cuModuleLoadData(&ptxModule, ptxImage->c_str()));
+    if (ptxLoaded == CUDA_ERROR_JIT_COMPILATION_DISABLED) {
+        std::printf("section PTX: SKIP (the driver refused the PTX with %s: CUDA_DISABLE_PTX_JIT is set)\n",
+                    course::driverErrorName(ptxLoaded));
+    } else {
+        CHECK_DRIVER(ptxLoaded);
+        CUfunction ptxVectorAdd = nullptr;
+        CHECK_DRIVER(cuModuleGetFunction(&ptxVectorAdd, ptxModule, "vectorAdd"));
+        printCodeTaken("vectorAdd from the PTX", ptxVectorAdd);
+        pass = check.run(ptxVectorAdd, "cuModuleLoadData (PTX, JIT)") && pass;
+        CHECK_DRIVER(cuModuleUnload(ptxModule));
+    }
+
+    // Step 6: way 4, cuLibraryLoadData (CUDA 12.0+): a context-independent library. The
+    // driver loads it into every context that uses one of its kernels, so a library or plug-in
+    // can load its code once without owning a context. A CUkernel may be passed to
+    // cuLaunchKernel cast to CUfunction, as the reference allows: it runs in the current context.
+    course::printStep(6, "the fatbin as a context-independent library");
+#if CUDA_VERSION >= 12000
+    CUlibrary library = nullptr;
+    CHECK_DRIVER(cuLibraryLoadData(&library, fatbinImage->data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+    CUkernel libraryVectorAdd = nullptr;
+    CHECK_DRIVER(cuLibraryGetKernel(&libraryVectorAdd, library, "vectorAdd"));
+    pass = check.run(reinterpret_cast<CUfunction>(libraryVectorAdd), "cuLibraryLoadData (CUkernel)") && pass;
+    CHECK_DRIVER(cuLibraryUnload(library));
+#else
+    std::printf("section library: SKIP (cuLibraryLoadData needs CUDA 12.0; compiled with %s)\n",
+                course::formatCudaVersion(CUDA_VERSION).c_str());
+#endif
+
+    // Step 7: a module global. cuModuleGetGlobal returns the device address and size of a
+    // __device__ or __constant__ variable by name; ordinary copies then read and write it.
+    course::printStep(7, "write a __constant__ global from the host");
+    pass = scaleByGlobalReadsHostWrite(fileModule, scaleByGlobal, check) && pass;
+
+    // Step 8: kernelParams, the usual argument style, then launches wider than allowed.
+    course::printStep(8, "launch with a kernelParams array, and wider than allowed");
+    pass = saxpyWithinTolerance(saxpy, check) && pass;
+    pass = tooWideLaunchesRefused(device, fileModule, saxpy) && pass;
+
+    // Step 9: release in reverse order of creation. Unloading a module frees its code and
+    // globals; the primary context stays alive while anyone (the runtime too) retains it.
+    course::printStep(9, "release and check");
+    CHECK_DRIVER(cuMemFree(z));
+    CHECK_DRIVER(cuMemFree(y));
+    CHECK_DRIVER(cuMemFree(x));
+    CHECK_DRIVER(cuModuleUnload(fileModule));
+    CHECK_DRIVER(cuCtxSetCurrent(nullptr));
+    CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+    std::printf("released: 3 buffers, 1 module, the primary context\n");
+    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
+    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+}
