@@ -18,7 +18,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <string>
 #include <vector>
 
 #include "../common/check_driver.h"
