@@ -65,14 +65,15 @@ endif
 CXX_WARNINGS := $(WARNINGS) -Wpedantic
 CPPFLAGS := -I. -isystem $(CUDA_PATH)/include
 CXXFLAGS ?= -O2 -g
-CXXFLAGS += -std=c++20 $(CXX_WARNINGS)
+# -pthread: lessons start threads, and glibc before 2.34 (JetPack 5) needs it to compile and link them.
+CXXFLAGS += -std=c++20 $(CXX_WARNINGS) -pthread
 NVCCFLAGS ?= -O2
 comma := ,
 empty :=
 space := $(empty) $(empty)
 NVCCFLAGS += -std=c++17 -Xcompiler $(subst $(space),$(comma),$(strip $(WARNINGS)))
 # The stub libcuda.so is for linking only: at run time the driver's libcuda.so.1 is used.
-LDFLAGS  := -L$(CUDA_PATH)/lib64/stubs -L$(CUDA_PATH)/lib64 -Wl,-rpath,$(CUDA_PATH)/lib64
+LDFLAGS  := -pthread -L$(CUDA_PATH)/lib64/stubs -L$(CUDA_PATH)/lib64 -Wl,-rpath,$(CUDA_PATH)/lib64
 CUDART   := -lcudart_static -ldl -lrt -lpthread
 
 # Catch2 v3 (>= 3.4). Found through pkg-config; CATCH2_PREFIX points at another install.

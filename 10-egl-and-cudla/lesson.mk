@@ -8,8 +8,12 @@
 # The EGL programs link glvnd's libEGL.so.1 (Debian/Ubuntu: libegl-dev to build, libegl1 to
 # run; the EGL device platform itself comes from NVIDIA's driver, libEGL_nvidia.so.0).
 # The CUDA-EGL functions are not linked: the programs resolve them with cuGetProcAddress.
-10-egl-and-cudla_LDLIBS := -lEGL
+# EGL is optional: common/tools/setup.sh egl writes -lEGL, or -DCOURSE_NO_EGL when the
+# headers or libEGL.so are missing (the EGL programs then print Result = SKIP and exit 77).
+# Read when the rule runs (=, not :=), after the set-up step has written them.
 10-egl-and-cudla_SETUP := egl
+10-egl-and-cudla_LDLIBS = $(file <$(BUILD)/setup/egl.libs)
+10-egl-and-cudla_CXXFLAGS = $(file <$(BUILD)/setup/egl.cflags)
 # cuDLA exists only in aarch64 Jetson toolkits: link it where its header is (cudla_hybrid.cpp
 # compiles its cuDLA part under the same condition, __has_include(<cudla.h>)).
 ifneq ($(wildcard $(CUDA_PATH)/include/cudla.h),)

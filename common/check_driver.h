@@ -15,7 +15,7 @@
 //
 // Three forms (lesson 02 contrasts them):
 //   CHECK_DRIVER(call)       fail fast: report, then end the program with exit code 1.
-//   CHECK_DRIVER_BOOL(call)  the seed notes' form: report and carry on; true on success.
+//   CHECK_DRIVER_BOOL(call)  the form common in tutorials: report and carry on; true on success.
 //   REPORT_DRIVER(call)      report a failure and hand back the CUresult, for code that
 //                            expects a particular error and acts on its code.
 #pragma once
@@ -102,7 +102,7 @@ inline CUresult reportDriverError(CUresult result, const char* expression, const
     return result;
 }
 
-// The bool form's function. [[nodiscard]]: ignoring the answer is the seed's bug.
+// The bool form's function. [[nodiscard]]: ignoring the answer is that form's usual bug (lesson 02).
 [[nodiscard]] inline bool driverCallSucceeded(CUresult result, const char* expression, const char* file, int line) {
     return reportDriverError(result, expression, file, line) == CUDA_SUCCESS;
 }
@@ -119,7 +119,7 @@ inline CUresult reportDriverError(CUresult result, const char* expression, const
         }                                                                                           \
     } while (0)
 
-// Report and carry on (the seed notes' form). The caller must act on the bool.
+// Report and carry on (the form common in tutorials). The caller must act on the bool.
 #define CHECK_DRIVER_BOOL(call) ::course::driverCallSucceeded((call), #call, __FILE__, __LINE__)
 
 // Report and hand back the code, for a failure the program expects and handles.

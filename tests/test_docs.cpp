@@ -1,6 +1,7 @@
 // Docs that cannot drift: every lesson has both READMEs with the template's
 // sections; the Expected output block is the same in both and matches what the
 // program really prints on a GPU, up to the parts that truly vary.
+#include <unistd.h>
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
@@ -33,6 +34,46 @@ std::string expectedBlock(const std::string& readme) {
     return readme.substr(from + begin.size(), to - from - begin.size());
 }
 
+// "NAME | devices: N" from the README's "<!-- captured-on: NAME | devices: N -->" marker.
+std::string capturedOn(const std::string& readme) {
+    static const std::regex marker("<!-- captured-on: (.*?) -->");
+    std::smatch match;
+    return std::regex_search(readme, match, marker) ? std::string(match[1]) : "";
+}
+
+// This machine in the marker's form: the name of device 0 and the number of devices.
+std::string thisMachine() {
+    return driver().deviceName(0) + " | devices: " + std::to_string(driver().deviceCount());
+}
+
+// The commands of the README's "Build it outside the course" block, without the ```sh fence.
+std::string buildOutsideBlock(const std::string& readme) {
+    const std::string begin = "<!-- build-outside:begin -->\n```sh\n";
+    const std::string end = "\n```\n<!-- build-outside:end -->";
+    const auto from = readme.find(begin);
+    const auto to = readme.find(end);
+    if (from == std::string::npos || to == std::string::npos || to < from + begin.size()) return "";
+    return readme.substr(from + begin.size(), to - from - begin.size());
+}
+
+// What the lesson's programs print, stdout and stderr together as a terminal shows them, in
+// the form of common/tools/capture-output.sh (a header line per program when there are several).
+// `allSkipped` tells whether every program exited 77.
+std::string lessonOutput(const std::string& folder, const std::string& programDir, bool& allSkipped) {
+    const auto programs = lessonPrograms(folder);
+    std::string text;
+    allSkipped = true;
+    for (size_t i = 0; i < programs.size(); ++i) {
+        if (programs.size() > 1) text += (i > 0 ? "\n" : "") + ("################ " + folder + "/" + programs[i] + " ################\n");
+        RunOptions options;
+        options.args = {"-c", "exec \"$0\" 2>&1", programDir + "/" + programs[i]};
+        const RunResult r = run("/bin/sh", options);
+        allSkipped = allSkipped && r.exitCode == course::kExitNotApplicable;
+        text += r.out;
+    }
+    return text;
+}
+
 // Replaces what differs from run to run or machine to machine with a placeholder.
 std::string normalise(const std::string& line) {
     static const std::vector<std::pair<std::regex, std::string>> rules = {
@@ -40,6 +81,8 @@ std::string normalise(const std::string& line) {
         {std::regex("GPU-[0-9a-f]{8}-[0-9a-f-]+"), "<uuid>"},
         {std::regex("[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-9a-fA-F]"), "<pci-bus-id>"},
         {std::regex("(name: ).*"), "$1<device-name>"},
+        // The check macro's file:line: moves with every edit above the call, says nothing new.
+        {std::regex("([A-Za-z0-9_]+\\.(cpp|h|cu)):[0-9]+"), "$1:<line>"},
         {std::regex("-?[0-9]+(\\.[0-9]+)?(e[-+]?[0-9]+)? ?(ns|us|µs|ms|s|GB/s|TB/s|GiB|MiB|KiB|bytes|%|x)\\b"),
          "<measured>"},
         {std::regex("[ \t]+$"), ""},
@@ -47,6 +90,26 @@ std::string normalise(const std::string& line) {
     std::string result = line;
     for (const auto& [pattern, replacement] : rules) result = std::regex_replace(result, pattern, replacement);
     return result;
+}
+
+// The label of a "label: value" line (digits as N, so "device 1" matches "device 0"), or the
+// line itself for steps, headers and results. Empty for other lines.
+std::string labelOf(const std::string& line) {
+    if (line.rfind("== Step", 0) == 0 || line.rfind("################", 0) == 0 || line.rfind("Result = ", 0) == 0)
+        return std::regex_replace(line, std::regex("Result = (PASS|FAIL|SKIP).*"), "Result = $1");
+    const auto colon = line.find(": ");
+    if (colon == std::string::npos || colon == 0) return "";
+    return std::regex_replace(line.substr(0, colon), std::regex("[0-9]+"), "N");
+}
+
+// Labels in the order they first appear: what stays the same from one machine to another.
+std::vector<std::string> labelsInOrder(const std::vector<std::string>& output) {
+    std::vector<std::string> labels;
+    for (const auto& line : output) {
+        const std::string label = labelOf(line);
+        if (!label.empty() && std::find(labels.begin(), labels.end(), label) == labels.end()) labels.push_back(label);
+    }
+    return labels;
 }
 
 const char* const kEnglishSections[] = {"## Goal",        "## Concepts", "## API calls introduced",
@@ -115,22 +178,110 @@ TEST_CASE("Every make run-NN named in the docs names a lesson that exists", "[cp
 TEST_CASE("Each lesson's README expected output matches what the lesson prints on this GPU", "[gpu][docs]") {
     requireGpu();
     for (const auto& folder : lessonFolders()) {
-        // stdout and stderr together, as a terminal shows them.
-        RunOptions options;
-        options.args = {"-c", "exec \"$0\" 2>&1", lessonBinary(folder)};
-        const RunResult r = run("/bin/sh", options);
-        if (r.exitCode == course::kExitNotApplicable) continue;  // its README shows the SKIP run
-        auto actual = lines(r.out);
+        const std::string readme = readText(repoRoot() + "/" + folder + "/README.md");
+        bool allSkipped = false;
+        auto actual = lines(lessonOutput(folder, buildDir() + "/" + folder, allSkipped));
+        if (allSkipped) continue;  // its README shows the run on hardware where it applies
         // The README block starts at the program's first non-blank line.
         while (!actual.empty() && actual.front().empty()) actual.erase(actual.begin());
-        const auto expected = lines(expectedBlock(readText(repoRoot() + "/" + folder + "/README.md")));
-        // The block starts at the program's first line; compare line by line after normalising.
-        const size_t count = std::max(actual.size(), expected.size());
-        for (size_t i = 0; i < count; ++i) {
-            const std::string want = i < expected.size() ? normalise(expected[i]) : "<missing>";
-            const std::string got = i < actual.size() ? normalise(actual[i]) : "<missing>";
-            INFO(folder << " line " << (i + 1));
-            REQUIRE(want == got);
+        const auto expected = lines(expectedBlock(readme));
+        const std::string captured = capturedOn(readme);
+        INFO(folder << ": README captured on '" << captured << "', this machine is '" << thisMachine() << "'");
+        if (captured == thisMachine()) {
+            // The machine the README was captured on: line by line, after normalising.
+            // The first line that differs is reported; the other lessons are still compared.
+            const size_t count = std::max(actual.size(), expected.size());
+            for (size_t i = 0; i < count; ++i) {
+                const std::string want = i < expected.size() ? normalise(expected[i]) : "<missing>";
+                const std::string got = i < actual.size() ? normalise(actual[i]) : "<missing>";
+                INFO(folder << " line " << (i + 1));
+                CHECK(want == got);
+                if (want != got) break;
+            }
+        } else {
+            // Another GPU model or device count: the same steps, labels in the same order (a block
+            // per device counts once) and the same result; the values belong to the machine.
+            std::vector<std::string> normalisedActual;
+            std::vector<std::string> normalisedExpected;
+            for (const auto& line : actual) normalisedActual.push_back(normalise(line));
+            for (const auto& line : expected) normalisedExpected.push_back(normalise(line));
+            CHECK(labelsInOrder(normalisedActual) == labelsInOrder(normalisedExpected));
+            CHECK_FALSE(expected.empty());
+            CHECK(labelOf(actual.empty() ? "" : actual.back()) == labelOf(expected.empty() ? "" : expected.back()));
         }
+    }
+}
+
+TEST_CASE("Every README marks the machine its expected output was captured on", "[cpu][docs]") {
+    const std::regex form(".+ \\| devices: [0-9]+");
+    for (const auto& folder : lessonFolders()) {
+        INFO(folder);
+        const std::string english = capturedOn(readText(repoRoot() + "/" + folder + "/README.md"));
+        CHECK(std::regex_match(english, form));
+        CHECK(english == capturedOn(readText(repoRoot() + "/" + folder + "/README.zh-CN.md")));
+    }
+}
+
+TEST_CASE("Labels, not values, are what the docs test compares across machines", "[cpu][docs]") {
+    const std::vector<std::string> oneGpu = {"== Step 1: devices ==", "device count: 1", "device 0 name: H100",
+                                             "Result = PASS"};
+    const std::vector<std::string> twoGpus = {"== Step 1: devices ==", "device count: 2", "device 0 name: H200",
+                                              "device 1 name: H200", "Result = PASS"};
+    CHECK(labelsInOrder(oneGpu) == labelsInOrder(twoGpus));
+    const std::vector<std::string> reordered = {"== Step 1: devices ==", "device 0 name: H100", "device count: 1",
+                                                "Result = PASS"};
+    CHECK_FALSE(labelsInOrder(oneGpu) == labelsInOrder(reordered));
+    CHECK(labelOf("Result = PASS") != labelOf("Result = FAIL"));
+    CHECK(labelOf("section clusters: SKIP (needs 9.0)") == labelOf("section clusters: ran"));
+}
+
+// Copies the lesson folder and common/ into an empty folder and runs exactly the commands its
+// README shows; every program of the lesson must come out of it.
+TEST_CASE("Each lesson builds outside the course with the command its README shows", "[cpu][docs][outside]") {
+    const std::string root = buildDir() + "/tests/outside";
+    for (const auto& folder : lessonFolders()) {
+        INFO(folder);
+        const std::string commands = buildOutsideBlock(readText(repoRoot() + "/" + folder + "/README.md"));
+        REQUIRE_FALSE(commands.empty());
+        CHECK(commands == buildOutsideBlock(readText(repoRoot() + "/" + folder + "/README.zh-CN.md")));
+        const std::string copy = root + "/" + folder;
+        RunOptions prepare;
+        prepare.args = {"-c", "rm -rf \"$1\" && mkdir -p \"$1\" && cp -r \"$2/$3\" \"$2/common\" \"$1/\"", "sh", copy,
+                        repoRoot(), folder};
+        REQUIRE(run("/bin/sh", prepare).exitCode == 0);
+        RunOptions build;
+        build.args = {"-euo", "pipefail", "-c", commands};
+        build.workingDir = copy + "/" + folder;
+        build.timeoutSeconds = 600;
+        const RunResult r = run("/bin/bash", build);
+        CHECK(r.exitCode == 0);
+        for (const auto& program : lessonPrograms(folder)) {
+            INFO("program " << program);
+            CHECK(access((build.workingDir + "/" + program).c_str(), X_OK) == 0);
+        }
+    }
+}
+
+TEST_CASE("Programs built outside the course run on this GPU with the course's result", "[gpu][docs][outside]") {
+    requireGpu();
+    const std::string root = buildDir() + "/tests/outside";
+    for (const auto& folder : lessonFolders()) {
+        INFO(folder);
+        const std::string outsideDir = root + "/" + folder + "/" + folder;
+        if (access((outsideDir + "/" + lessonPrograms(folder).front()).c_str(), X_OK) != 0)
+            FAIL("not built outside the course yet: run the [outside] CPU test first (make test runs it)");
+        bool outsideSkipped = false;
+        bool courseSkipped = false;
+        const auto outside = lines(lessonOutput(folder, outsideDir, outsideSkipped));
+        const auto course = lines(lessonOutput(folder, buildDir() + "/" + folder, courseSkipped));
+        CHECK(outsideSkipped == courseSkipped);
+        std::vector<std::string> outsideResults;
+        std::vector<std::string> courseResults;
+        for (const auto& line : outside)
+            if (line.rfind("Result = ", 0) == 0) outsideResults.push_back(labelOf(line));
+        for (const auto& line : course)
+            if (line.rfind("Result = ", 0) == 0) courseResults.push_back(labelOf(line));
+        CHECK_FALSE(courseResults.empty());
+        CHECK(outsideResults == courseResults);
     }
 }

@@ -1,6 +1,7 @@
 // CPU tests of the set-up step on machines that lack what the course can use: no EGL
 // headers, not root, offline. They play such a machine with COURSE_SETUP_ROOT (the file
 // checks look under an empty folder) and with stand-ins for `id` and `apt-get` first on PATH.
+#include <unistd.h>
 #include <catch2/catch_test_macros.hpp>
 
 #include <cstdlib>
@@ -43,6 +44,37 @@ std::string lastNonEmptyLine(const std::string& text) {
 }
 
 }  // namespace
+
+TEST_CASE("Without EGL headers and without root, lesson 10 still builds and says SKIP with the reason",
+          "[cpu][setup][10]") {
+    const std::string machine = fakeMachine("no-egl-not-root", 1000);
+    const std::string build = machine + "/build";
+    const RunResult made =
+        run("make", onMachine(machine, {"-s", "-C", repoRoot(), "BUILD=" + build, "WERROR=1", "build-10"}));
+    REQUIRE(made.exitCode == 0);
+    CHECK(contains(made.err, "lesson 10 is built without EGL: this user is not root"));
+    CHECK(contains(made.err, "apt-get install libegl-dev"));
+    CHECK_FALSE(contains(made.out + made.err, "E: Unable"));
+
+    // Every program of the lesson is built; each EGL program (egl_*) runs, before any driver
+    // call, as "not applicable here". (cudla_hybrid does not use EGL.)
+    int eglPrograms = 0;
+    std::ifstream list(build + "/10-egl-and-cudla/programs.txt");
+    for (std::string program; std::getline(list, program);) {
+        if (program.empty()) continue;
+        INFO("program " << program);
+        CHECK(access((build + "/10-egl-and-cudla/" + program).c_str(), X_OK) == 0);
+        if (program.rfind("egl", 0) != 0) continue;
+        ++eglPrograms;
+        RunOptions options;
+        options.setEnv["LD_LIBRARY_PATH"] = stubDriverDir();
+        const RunResult r = run(build + "/10-egl-and-cudla/" + program, options);
+        CHECK(r.exitCode == course::kExitNotApplicable);
+        CHECK(contains(r.out,
+                       "Result = SKIP (EGL headers were not found at build time: apt-get install libegl-dev)"));
+    }
+    CHECK(eglPrograms >= 2);
+}
 
 TEST_CASE("Offline as root, the set-up step ends with its own paragraph, not the package manager's output",
           "[cpu][setup]") {
