@@ -90,8 +90,17 @@ std::string linkText(const pcie::Link& link) {
     return text;
 }
 
-// "86.6 %", or "n/a (why)" when the link's rate is not known.
+// measured / theoretical as "0.866 x its theoretical rate" (a plain ratio, not a
+// percentage, so that the number carries a unit), or "n/a (why)" when the rate is not known.
 std::string ratioText(double measured, const pcie::Link& link) {
+    if (!link.known) return "n/a (" + link.reason + ")";
+    char text[48];
+    std::snprintf(text, sizeof(text), "%.3f x its theoretical rate", measured / link.gigabytesPerSecond);
+    return text;
+}
+
+// The same ratio in percent for the bench lines.
+std::string percentText(double measured, const pcie::Link& link) {
     if (!link.known) return "n/a (" + link.reason + ")";
     char text[32];
     std::snprintf(text, sizeof(text), "%.1f %%", 100.0 * measured / link.gigabytesPerSecond);
@@ -188,8 +197,8 @@ int main(int argc, char** argv) {
         std::printf("bench: H2D pageable %s = %.2f GB/s\n", at.c_str(), rates[0]);
         std::printf("bench: D2H pageable %s = %.2f GB/s\n", at.c_str(), rates[2]);
         if (link.known) std::printf("bench: PCIe link theoretical = %.2f GB/s\n", link.gigabytesPerSecond);
-        std::printf("bench: H2D pinned vs PCIe link = %s\n", ratioText(rates[1], link).c_str());
-        std::printf("bench: D2H pinned vs PCIe link = %s\n", ratioText(rates[3], link).c_str());
+        std::printf("bench: H2D pinned vs PCIe link = %s\n", percentText(rates[1], link).c_str());
+        std::printf("bench: D2H pinned vs PCIe link = %s\n", percentText(rates[3], link).c_str());
     }
 
     // Step 4: give everything back, newest first.
