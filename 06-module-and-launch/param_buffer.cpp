@@ -40,7 +40,7 @@ EchoValues launchEcho(CUfunction echoParams, CUdeviceptr out, void** kernelParam
 // Step 4's table: each argument's offset, size and alignment as ParamBuffer placed it, and,
 // where cuFuncGetParamInfo exists (CUDA 12.4+), the layout the driver reads from the kernel's
 // image beside it. True when every offset and size agrees (or the driver cannot say).
-bool layoutAgrees(CUfunction echoParams, const std::array<std::size_t, 5>& offsets, int driverVersion) {
+bool layoutAgrees([[maybe_unused]] CUfunction echoParams, const std::array<std::size_t, 5>& offsets, int driverVersion) {
     const std::array<std::size_t, 5> sizes = {sizeof(float), sizeof(float4), sizeof(FloatAndFloat4), sizeof(int),
                                               sizeof(CUdeviceptr)};
     const std::array<std::size_t, 5> alignments = {alignof(float), alignof(float4), alignof(FloatAndFloat4),
@@ -67,8 +67,9 @@ bool layoutAgrees(CUfunction echoParams, const std::array<std::size_t, 5>& offse
         std::printf("\n");
     }
     if (!driverKnowsLayout)
-        std::printf("driver's layout: not shown (cuFuncGetParamInfo needs CUDA 12.4, the driver is %s)\n",
-                    course::formatCudaVersion(driverVersion).c_str());
+        std::printf("driver's layout: not shown (cuFuncGetParamInfo needs CUDA 12.4 in both cuda.h and the driver; "
+                    "built with %s, the driver is %s)\n",
+                    course::formatCudaVersion(CUDA_VERSION).c_str(), course::formatCudaVersion(driverVersion).c_str());
     return agree;
 }
 
