@@ -1,0 +1,241 @@
+#include <catch2/catch_test_macros.hpp>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "tests/harness.h"
+
+using namespace harness;
+
+namespace {
+
+const std::string kLesson = "16-launch-attributes";
+const std::vector<std::string> kPrograms = {"clusters", "cooperative", "dependent-launch", "hints"};
+
+// The number a "bench: METRIC = VALUE unit" line gives; `found` says whether the line is there.
+double benchValue(const std::string& out, const std::string& metric, bool& found) {
+    const std::string prefix = "bench: " + metric + " = ";
+    for (const auto& line : lines(out))
+        if (line.rfind(prefix, 0) == 0) {
+            found = true;
+            return std::strtod(line.c_str() + prefix.size(), nullptr);
+        }
+    found = false;
+    return 0.0;
+}
+
+// The integer value of a labelled line, or -1 when it is missing.
+long long numberOf(const std::string& out, const std::string& label) {
+    const auto value = valueOf(out, label);
+    return value ? std::strtoll(value->c_str(), nullptr, 10) : -1;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// CPU: no driver needed.
+
+TEST_CASE("Lesson 16 lists its four programs in the order make run-16 runs them", "[cpu][16][lesson16]") {
+    CHECK(lessonPrograms(kLesson) == kPrograms);
+}
+
+TEST_CASE("Every lesson 16 program rejects an unknown argument with a usage line and exit 2", "[cpu][16][lesson16]") {
+    for (const auto& program : kPrograms) {
+        INFO(program);
+        const RunResult r = runAgainstStub(kLesson, {"--no-such-flag"}, program);
+        CHECK(r.exitCode == 2);
+        CHECK(contains(r.err, "usage:"));
+        CHECK_FALSE(contains(r.err, "CUDA_ERROR_STUB_LIBRARY"));
+    }
+    // Only dependent-launch has a benchmark mode.
+    for (const char* program : {"clusters", "cooperative", "hints"}) {
+        INFO(program);
+        CHECK(runAgainstStub(kLesson, {"--bench"}, program).exitCode == 2);
+    }
+}
+
+TEST_CASE("Every lesson 16 program fails fast at cuInit against the stub driver, naming the call",
+          "[cpu][16][lesson16]") {
+    for (const auto& program : kPrograms) {
+        INFO(program);
+        const RunResult r = runAgainstStub(kLesson, {}, program);
+        CHECK(r.exitCode == 1);
+        CHECK(contains(r.err, "CUDA driver call failed: cuInit(0)"));
+        CHECK(contains(r.err, "CUDA_ERROR_STUB_LIBRARY"));
+        CHECK_FALSE(contains(r.out, "Result = PASS"));
+    }
+    CHECK(runAgainstStub(kLesson, {"--bench"}, "dependent-launch").exitCode == 1);  // --bench parsed, then cuInit
+}
+
+// ---------------------------------------------------------------------------
+// GPU: the programs' output.
+
+TEST_CASE("Lesson 16 clusters: every block reads its neighbour's shared memory in clusters of 2, 4 and 8",
+          "[gpu][16][lesson16]") {
+    requireGpu();
+    const RunResult& r = defaultRun(kLesson, "clusters");
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    CHECK(valueOf(r.out, "cluster launch supported") == "yes");
+    for (const char* size : {"2", "4", "8"}) {
+        INFO("cluster size " << size);
+        CHECK(valueOf(r.out, std::string("clusters of ") + size) ==
+              "8192 of 8192 values came from the neighbour block's shared memory");
+    }
+}
+
+TEST_CASE("Lesson 16 clusters: cuOccupancyMaxActiveClusters answers for sizes 1 to 8 and, once opted in, 16",
+          "[gpu][16][lesson16]") {
+    requireGpu();
+    const RunResult& r = defaultRun(kLesson, "clusters");
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    long long previous = -1;
+    for (const char* size : {"1", "2", "4", "8"}) {
+        INFO("cluster size " << size);
+        const long long clusters = numberOf(r.out, std::string("max active clusters of ") + size);
+        CHECK(clusters > 0);
+        if (previous > 0) CHECK(clusters <= previous);  // larger clusters: no more of them fit
+        previous = clusters;
+    }
+    CHECK(numberOf(r.out, "max active clusters of 16") > 0);
+}
+
+TEST_CASE(
+    "Lesson 16 clusters: the driver refuses a cluster of 16 without opting in and one that does not divide "
+    "the grid",
+    "[gpu][16][lesson16]") {
+    requireGpu();
+    const RunResult& r = defaultRun(kLesson, "clusters");
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    const auto tooLarge = valueOf(r.out, "clusters of 16 without opting in");
+    const auto notDividing = valueOf(r.out, "clusters of 3 in a grid of 64 blocks");
+    REQUIRE(tooLarge);
+    REQUIRE(notDividing);
+    CHECK(*tooLarge == "CUDA_ERROR_INVALID_CLUSTER_SIZE");
+    CHECK(*notDividing == "CUDA_ERROR_INVALID_CLUSTER_SIZE");
+    CHECK(contains(r.err, "CUDA driver call failed: cuLaunchKernelEx(&config16, kernel, params, nullptr)"));
+    CHECK(valueOf(r.out, "unsupported cluster shapes refused, not ignored") == "yes");
+    CHECK(valueOf(r.out, "clusters of 16") == "8192 of 8192 values came from the neighbour block's shared memory");
+}
+
+TEST_CASE("Lesson 16 cooperative: the largest grid syncs, one block more is COOPERATIVE_LAUNCH_TOO_LARGE",
+          "[gpu][16][lesson16]") {
+    requireGpu();
+    const RunResult& r = defaultRun(kLesson, "cooperative");
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    CHECK(valueOf(r.out, "cooperative launch supported") == "yes");
+    const long long perSm = numberOf(r.out, "blocks of 256 threads per SM");
+    const long long sms = numberOf(r.out, "SMs");
+    const long long largest = numberOf(r.out, "largest cooperative grid");
+    CHECK(perSm > 0);
+    CHECK(sms > 0);
+    CHECK(largest == perSm * sms);
+    const std::string n = std::to_string(largest * 256);
+    CHECK(valueOf(r.out, "values read from the next block after grid.sync()") == n + " of " + n + " correct");
+    CHECK(valueOf(r.out, "cooperative launch of " + std::to_string(largest + 1) + " blocks") ==
+          "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE");
+    CHECK(contains(r.err, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE"));  // REPORT_DRIVER named the refused launch
+}
+
+TEST_CASE("Lesson 16 dependent-launch: the consumer sees all of the producer's data with and without PDL",
+          "[gpu][16][lesson16]") {
+    requireGpu();
+    const RunResult& r = defaultRun(kLesson, "dependent-launch");
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    const auto perKernel = valueOf(r.out, "each kernel");
+    REQUIRE(perKernel);
+    const long long blocks = std::strtoll(perKernel->c_str(), nullptr, 10);
+    CHECK(blocks > 0);
+    const std::string n = std::to_string(blocks * 256);
+    for (const char* way : {"without PDL", "with PDL"}) {
+        INFO(way);
+        CHECK(valueOf(r.out, std::string(way) + ": consumer saw the producer's data") == n + " of " + n);
+        CHECK(valueOf(r.out, std::string(way) + ": consumer read only after the producer ended") == "yes");
+    }
+    CHECK(valueOf(r.out, "timings") == "run with --bench");
+    CHECK_FALSE(contains(r.out, "bench:"));
+}
+
+TEST_CASE("Lesson 16 dependent-launch --bench measures the gap both ways, and the reads never precede the producer",
+          "[gpu][16][lesson16]") {
+    requireGpu();
+    RunOptions options;
+    options.args = {"--bench"};
+    const RunResult r = runLesson(kLesson, options, "dependent-launch");
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    for (const char* way : {"without PDL", "with PDL"}) {
+        INFO(way);
+        bool found = false;
+        benchValue(r.out, std::string("consumer start - producer end, ") + way, found);
+        CHECK(found);  // may be negative with PDL: the consumer started before the producer ended
+        const double dataGap = benchValue(r.out, std::string("consumer past the sync - producer end, ") + way, found);
+        CHECK(found);
+        CHECK(dataGap >= 0.0);
+        CHECK(benchValue(r.out, std::string("producer + consumer, ") + way, found) > 0.0);
+        CHECK(found);
+    }
+    bool found = false;
+    benchValue(r.out, "time saved per pair by PDL", found);
+    CHECK(found);
+}
+
+TEST_CASE("Lesson 16 hints: priority, memory sync domain and access window are accepted and change no result",
+          "[gpu][16][lesson16]") {
+    requireGpu();
+    const RunResult& r = defaultRun(kLesson, "hints");
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    for (const char* label : {"no attribute", "PRIORITY greatest", "MEM_SYNC_DOMAIN remote", "ACCESS_POLICY_WINDOW"}) {
+        INFO(label);
+        CHECK(valueOf(r.out, label) == "CUDA_SUCCESS, result correct");
+    }
+    CHECK(valueOf(r.out, "hints accepted") == "yes");
+    CHECK(numberOf(r.out, "max access policy window") > 0);
+    CHECK(numberOf(r.out, "memory synchronization domains") > 0);
+}
+
+TEST_CASE("Lesson 16 hints: a priority beyond the range is accepted, an access window above the maximum is refused",
+          "[gpu][16][lesson16]") {
+    requireGpu();
+    const RunResult& r = defaultRun(kLesson, "hints");
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    CHECK(valueOf(r.out, "PRIORITY beyond the greatest") == "CUDA_SUCCESS, result correct");
+    const auto refused = valueOf(r.out, "ACCESS_POLICY_WINDOW above the max");
+    REQUIRE(refused);
+    CHECK(*refused == "CUDA_ERROR_INVALID_VALUE, not launched");
+    CHECK(valueOf(r.out, "window above the max refused") == "yes");
+}
+
+// ---------------------------------------------------------------------------
+// GPU: the driver itself, without the lesson.
+
+TEST_CASE("The driver reports cluster launch support from compute capability 9.0 on, and cooperative launch",
+          "[gpu][16][lesson16]") {
+    requireGpu();
+    auto deviceGet = DRIVER_FUNCTION(driver(), cuDeviceGet);
+    auto attribute = DRIVER_FUNCTION(driver(), cuDeviceGetAttribute);
+    REQUIRE((deviceGet && attribute));
+    CUdevice device = 0;
+    REQUIRE(deviceGet(&device, 0) == CUDA_SUCCESS);
+    int major = 0;
+    int cooperative = 0;
+    REQUIRE(attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device) == CUDA_SUCCESS);
+    REQUIRE(attribute(&cooperative, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, device) == CUDA_SUCCESS);
+    CHECK(cooperative == 1);
+#if CUDA_VERSION >= 12000
+    int clusters = 0;
+    REQUIRE(attribute(&clusters, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, device) == CUDA_SUCCESS);
+    CHECK(clusters == (major >= 9 ? 1 : 0));
+#endif
+}
