@@ -11,7 +11,12 @@ using namespace harness;
 namespace {
 
 const std::string kLesson = "16-launch-attributes";
-const std::vector<std::string> kPrograms = {"clusters", "cooperative", "dependent-launch", "hints"};
+// Named, so that defaultRun (which returns a reference) gets no temporary arguments.
+const std::string kClusters = "clusters";
+const std::string kCooperative = "cooperative";
+const std::string kDependentLaunch = "dependent-launch";
+const std::string kHints = "hints";
+const std::vector<std::string> kPrograms = {kClusters, kCooperative, kDependentLaunch, kHints};
 
 // The number a "bench: METRIC = VALUE unit" line gives; `found` says whether the line is there.
 double benchValue(const std::string& out, const std::string& metric, bool& found) {
@@ -74,7 +79,7 @@ TEST_CASE("Every lesson 16 program fails fast at cuInit against the stub driver,
 TEST_CASE("Lesson 16 clusters: every block reads its neighbour's shared memory in clusters of 2, 4 and 8",
           "[gpu][16][lesson16]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "clusters");
+    const RunResult& r = defaultRun(kLesson, kClusters);
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
@@ -89,7 +94,7 @@ TEST_CASE("Lesson 16 clusters: every block reads its neighbour's shared memory i
 TEST_CASE("Lesson 16 clusters: cuOccupancyMaxActiveClusters answers for sizes 1 to 8 and, once opted in, 16",
           "[gpu][16][lesson16]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "clusters");
+    const RunResult& r = defaultRun(kLesson, kClusters);
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     long long previous = -1;
@@ -108,7 +113,7 @@ TEST_CASE(
     "the grid",
     "[gpu][16][lesson16]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "clusters");
+    const RunResult& r = defaultRun(kLesson, kClusters);
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     const auto tooLarge = valueOf(r.out, "clusters of 16 without opting in");
@@ -125,7 +130,7 @@ TEST_CASE(
 TEST_CASE("Lesson 16 cooperative: the largest grid syncs, one block more is COOPERATIVE_LAUNCH_TOO_LARGE",
           "[gpu][16][lesson16]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "cooperative");
+    const RunResult& r = defaultRun(kLesson, kCooperative);
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
@@ -146,7 +151,7 @@ TEST_CASE("Lesson 16 cooperative: the largest grid syncs, one block more is COOP
 TEST_CASE("Lesson 16 dependent-launch: the consumer sees all of the producer's data with and without PDL",
           "[gpu][16][lesson16]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "dependent-launch");
+    const RunResult& r = defaultRun(kLesson, kDependentLaunch);
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
@@ -191,7 +196,7 @@ TEST_CASE("Lesson 16 dependent-launch --bench measures the gap both ways, and th
 TEST_CASE("Lesson 16 hints: priority, memory sync domain and access window are accepted and change no result",
           "[gpu][16][lesson16]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "hints");
+    const RunResult& r = defaultRun(kLesson, kHints);
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
@@ -207,7 +212,7 @@ TEST_CASE("Lesson 16 hints: priority, memory sync domain and access window are a
 TEST_CASE("Lesson 16 hints: a priority beyond the range is accepted, an access window above the maximum is refused",
           "[gpu][16][lesson16]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "hints");
+    const RunResult& r = defaultRun(kLesson, kHints);
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "PRIORITY beyond the greatest") == "CUDA_SUCCESS, result correct");
