@@ -1,0 +1,192 @@
+// Lesson 17, program 1 — how the driver cuts a GPU's SMs into green contexts.
+//
+// A green context is a context that owns a subset of the device's SMs: its kernels run on
+// those SMs only. The driver does not cut at any size: partitions come in whole groups of
+// SMs that the hardware schedules together. This program asks for the device's SMs, splits
+// them with several requested sizes and prints what the driver granted next to the rule
+// the documentation gives, then makes two green contexts from one split and shows, from
+// the %smid register, that each one's kernels stay on their own SMs.
+//
+//   partitions               the steps, with their checks
+//   partitions --device N    another GPU
+#include <cuda.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
+#include <set>
+#include <vector>
+
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+#include "green_helpers.h"
+
+namespace {
+
+#if CUDA_VERSION >= 12040
+// The SMs a kernel of `blocks` blocks ran on, launched on `stream` (and so in the stream's
+// context, green or not). Each block spins 20 us, long enough for the scheduler to spread
+// the blocks over every SM it may use, and writes its %smid to `smOfBlock`.
+std::set<unsigned int> smsUsed(CUkernel spin, CUstream stream, CUdeviceptr smOfBlock, unsigned int blocks) {
+    unsigned long long nanoseconds = 20000;
+    void* params[] = {&nanoseconds, &smOfBlock};
+    // A CUkernel from cuLibraryGetKernel is launched as a CUfunction; the context comes from the stream.
+    CHECK_DRIVER(
+        cuLaunchKernel(reinterpret_cast<CUfunction>(spin), blocks, 1, 1, 128, 1, 1, 0, stream, params, nullptr));
+    std::vector<unsigned int> sms(blocks);
+    CHECK_DRIVER(cuMemcpyDtoHAsync(sms.data(), smOfBlock, blocks * sizeof(unsigned int), stream));
+    CHECK_DRIVER(cuStreamSynchronize(stream));
+    return std::set<unsigned int>(sms.begin(), sms.end());
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    course::Arguments args;
+    if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
+    const int ordinal = args.deviceOrdinal();
+
+    // Step 1: green contexts need CUDA 12.4 on both sides: the headers (the types and calls
+    // below) and the driver (which implements them).
+    course::printStep(1, "initialise the driver, check the versions");
+    CHECK_DRIVER(cuInit(0));
+    CUdevice device = 0;
+    CHECK_DRIVER(cuDeviceGet(&device, ordinal));
+    char name[256] = {};
+    CHECK_DRIVER(cuDeviceGetName(name, sizeof(name), device));
+    int major = 0;
+    int minor = 0;
+    int smCount = 0;
+    CHECK_DRIVER(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device));
+    CHECK_DRIVER(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device));
+    CHECK_DRIVER(cuDeviceGetAttribute(&smCount, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device));
+    int driverVersion = 0;
+    CHECK_DRIVER(cuDriverGetVersion(&driverVersion));
+    std::printf("device %d name: %s\n", ordinal, name);
+    std::printf("compute capability: %d.%d\n", major, minor);
+    std::printf("SMs (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT): %d\n", smCount);
+    if (!lesson17::greenContextsAvailable(driverVersion)) return course::kExitNotApplicable;
+#if CUDA_VERSION >= 12040
+    // Step 2: the device's SMs as a resource, the input of every split. Newer headers also
+    // carry the driver's own partition rule: the smallest partition, and the number of SMs
+    // that are scheduled together (a partition is a multiple of it).
+    course::printStep(2, "the device's SMs as a resource (cuDeviceGetDevResource)");
+    CUdevResource all{};
+    CHECK_DRIVER(cuDeviceGetDevResource(device, &all, CU_DEV_RESOURCE_TYPE_SM));
+    std::printf("SM resource of the device: %u SMs\n", all.sm.smCount);
+    const lesson17::SmRule rule = lesson17::printPartitionRule(all, major, minor);
+
+    // Step 3: split the whole device with several requested sizes. The driver rounds each
+    // request up to a size it can schedule, and makes as many equal groups as the GPU's
+    // layout allows; what fits in no group is the remainder.
+    course::printStep(3, "requested vs granted partition sizes (cuDevSmResourceSplitByCount)");
+    bool sizesFollowRule = true;
+    unsigned int smallest = 0;
+    for (const unsigned int request : {1u, 8u, 12u, 20u, all.sm.smCount / 2}) {
+        const lesson17::Split split = lesson17::splitSms(all, request, 0);
+        const unsigned int size = split.groups.empty() ? 0 : split.groups.front().sm.smCount;
+        const auto groups = static_cast<unsigned int>(split.groups.size());
+        if (request == 1) smallest = size;
+        std::printf("split, minCount %u: %u groups of %u SMs, remainder %u SMs (%u / %u = %u groups)\n", request,
+                    groups, size, split.remainder.sm.smCount, all.sm.smCount, size, size ? all.sm.smCount / size : 0);
+        bool ok = groups > 0 && size >= request && size >= rule.minimum && size % rule.multiple == 0 &&
+                  groups * size + split.remainder.sm.smCount == all.sm.smCount;
+        for (const CUdevResource& group : split.groups) ok = ok && group.sm.smCount == size;
+        sizesFollowRule = sizesFollowRule && ok;
+    }
+    std::printf("smallest partition granted (minCount 1): %u SMs\n", smallest);
+#if CUDA_VERSION >= 13000
+    const lesson17::Split loose = lesson17::splitSms(all, 1, CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING);
+    std::printf("split, minCount 1, IGNORE_SM_COSCHEDULING: %zu groups of %u SMs, remainder %u SMs\n",
+                loose.groups.size(), loose.groups.empty() ? 0 : loose.groups.front().sm.smCount,
+                loose.remainder.sm.smCount);
+#endif
+    std::printf("every group >= request and minimum, a multiple of the alignment, sizes add up: %s\n",
+                sizesFollowRule ? "yes" : "no");
+
+    // Step 4: one split into one group of at least 12 SMs and the rest; each becomes a
+    // descriptor and a green context. The primary context is retained first: every green
+    // context is built on it, and shares its memory.
+    course::printStep(4, "two green contexts from one split (cuDevResourceGenerateDesc, cuGreenCtxCreate)");
+    CUcontext primary = nullptr;
+    CHECK_DRIVER(cuDevicePrimaryCtxRetain(&primary, device));
+    CHECK_DRIVER(cuCtxSetCurrent(primary));
+    constexpr unsigned int kRequest = 12;
+    lesson17::Split split = lesson17::splitSms(all, kRequest, 0, 1);
+    CUdevResourceDesc descA = nullptr;
+    CUdevResourceDesc descB = nullptr;
+    CHECK_DRIVER(cuDevResourceGenerateDesc(&descA, split.groups.data(), 1));
+    CHECK_DRIVER(cuDevResourceGenerateDesc(&descB, &split.remainder, 1));
+    CUgreenCtx greenA = nullptr;
+    CUgreenCtx greenB = nullptr;
+    CHECK_DRIVER(cuGreenCtxCreate(&greenA, descA, device, CU_GREEN_CTX_DEFAULT_STREAM));
+    CHECK_DRIVER(cuGreenCtxCreate(&greenB, descB, device, CU_GREEN_CTX_DEFAULT_STREAM));
+    const unsigned int smsA = lesson17::greenContextSms(greenA);
+    const unsigned int smsB = lesson17::greenContextSms(greenB);
+    std::printf("green context A: requested %u SMs, granted %u SMs\n", kRequest, smsA);
+    std::printf("green context B (the remainder): %u SMs\n", smsB);
+    // Calls that take a CUcontext take a green context converted by cuCtxFromGreenCtx.
+    CUcontext contextA = nullptr;
+    CHECK_DRIVER(cuCtxFromGreenCtx(&contextA, greenA));
+    CUdevResource ofContextA{};
+    CHECK_DRIVER(cuCtxGetDevResource(contextA, &ofContextA, CU_DEV_RESOURCE_TYPE_SM));
+    std::printf("A as a CUcontext (cuCtxFromGreenCtx, cuCtxGetDevResource): %u SMs\n", ofContextA.sm.smCount);
+
+    // Step 5: a stream on each green context and one in the primary context, one library
+    // for all three (cuLibrary is context-independent), and a kernel with four blocks per
+    // SM of the GPU on each stream: which SMs did it run on?
+    course::printStep(5, "a stream on each, and the SMs their kernels ran on");
+    CUstream streamA = lesson17::createGreenStream(greenA, driverVersion);
+    CUstream streamB = lesson17::createGreenStream(greenB, driverVersion);
+    CUstream streamPrimary = nullptr;
+    CHECK_DRIVER(cuStreamCreate(&streamPrimary, CU_STREAM_NON_BLOCKING));
+    CUgreenCtx ownerOfA = nullptr;
+    CHECK_DRIVER(cuStreamGetGreenCtx(streamA, &ownerOfA));
+    std::printf("stream A belongs to green context A (cuStreamGetGreenCtx): %s\n", ownerOfA == greenA ? "yes" : "no");
+    CUlibrary library = nullptr;
+    CHECK_DRIVER(cuLibraryLoadFromFile(&library, course::kernelPath("green_kernels.fatbin").c_str(), nullptr, nullptr,
+                                       0, nullptr, nullptr, 0));
+    CUkernel spin = nullptr;
+    CHECK_DRIVER(cuLibraryGetKernel(&spin, library, "spin"));
+    const unsigned int blocks = 4 * all.sm.smCount;
+    CUdeviceptr smOfBlock = 0;
+    CHECK_DRIVER(cuMemAlloc(&smOfBlock, blocks * sizeof(unsigned int)));
+    const std::set<unsigned int> usedA = smsUsed(spin, streamA, smOfBlock, blocks);
+    const std::set<unsigned int> usedB = smsUsed(spin, streamB, smOfBlock, blocks);
+    const std::set<unsigned int> usedPrimary = smsUsed(spin, streamPrimary, smOfBlock, blocks);
+    std::vector<unsigned int> shared;
+    std::set_intersection(usedA.begin(), usedA.end(), usedB.begin(), usedB.end(), std::back_inserter(shared));
+    std::printf("kernel of %u blocks on green context A ran on: %zu SMs (granted %u)\n", blocks, usedA.size(), smsA);
+    std::printf("kernel of %u blocks on green context B ran on: %zu SMs (granted %u)\n", blocks, usedB.size(), smsB);
+    std::printf("kernel of %u blocks in the primary context ran on: %zu SMs\n", blocks, usedPrimary.size());
+    std::printf("SMs used by both A and B: %zu\n", shared.size());
+
+    // Step 6: reverse order. cuGreenCtxDestroy does not destroy the green context's
+    // streams, so they go first; descriptors have no destroy call.
+    course::printStep(6, "release everything, newest first");
+    CHECK_DRIVER(cuMemFree(smOfBlock));
+    CHECK_DRIVER(cuLibraryUnload(library));
+    CHECK_DRIVER(cuStreamDestroy(streamPrimary));
+    CHECK_DRIVER(cuStreamDestroy(streamB));
+    CHECK_DRIVER(cuStreamDestroy(streamA));
+    CHECK_DRIVER(cuGreenCtxDestroy(greenB));
+    CHECK_DRIVER(cuGreenCtxDestroy(greenA));
+    CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+    std::printf("green contexts and primary context: released\n");
+
+    course::printStep(7, "check");
+    const bool resourceMatches = all.sm.smCount == static_cast<unsigned int>(smCount);
+    const bool grantedMatches = smsA >= kRequest && smsA + smsB == all.sm.smCount && ofContextA.sm.smCount == smsA;
+    const bool confined = usedA.size() <= smsA && usedB.size() <= smsB && shared.empty() && ownerOfA == greenA;
+    std::printf("SM resource matches the SM count: %s\n", resourceMatches ? "yes" : "no");
+    std::printf("granted sizes follow the rule and add up: %s\n", sizesFollowRule && grantedMatches ? "yes" : "no");
+    std::printf("each green context's kernel stayed on its own SMs: %s\n", confined ? "yes" : "no");
+    const bool pass = resourceMatches && sizesFollowRule && grantedMatches && confined;
+    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
+    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+#else
+    return course::kExitNotApplicable;
+#endif
+}
