@@ -9,11 +9,8 @@
 #include <cuda.h>
 
 #include <algorithm>
-#include <array>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,51 +18,11 @@
 #include "../common/check_driver.h"
 #include "../common/course_util.h"
 #include "driver_env.h"
+#include "jit_options.h"
 
 namespace {
 
-// The JIT options this program passes. Each option has a slot in `values`: IN values are set
-// here, OUT values are written there by the driver (a log size as unsigned int, the wall time
-// as float, in the slot's first bytes). The driver keeps the pointers: for cuModuleLoadDataEx
-// until it returns, for cuLinkCreate as long as the CUlinkState lives.
-struct JitOptions {
-    static constexpr unsigned int kLogBytes = 16384;
-    JitOptions() = default;
-    JitOptions(const JitOptions&) = delete;  // `values` points into this object's own buffers
-    JitOptions& operator=(const JitOptions&) = delete;
-
-    std::vector<char> infoLog = std::vector<char>(kLogBytes, '\0');
-    std::vector<char> errorLog = std::vector<char>(kLogBytes, '\0');
-    std::array<CUjit_option, 7> names = {
-        CU_JIT_INFO_LOG_BUFFER,              // char*: informational messages (ptxas info ...)
-        CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,   // IN: buffer size; OUT: bytes written
-        CU_JIT_ERROR_LOG_BUFFER,             // char*: errors, with the PTX line they are on
-        CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,  // IN: buffer size; OUT: bytes written
-        CU_JIT_LOG_VERBOSE,                  // int 1: registers, spills, stack per function
-        CU_JIT_WALL_TIME,                    // OUT: float milliseconds spent compiling and linking
-        CU_JIT_TARGET_FROM_CUCONTEXT,        // no value: compile for the current context's GPU
-    };
-    std::array<void*, 7> values = {
-        infoLog.data(),
-        reinterpret_cast<void*>(std::uintptr_t{kLogBytes}),
-        errorLog.data(),
-        reinterpret_cast<void*>(std::uintptr_t{kLogBytes}),
-        reinterpret_cast<void*>(std::uintptr_t{1}),
-        nullptr,
-        nullptr,
-    };
-
-    unsigned int count() const { return static_cast<unsigned int>(names.size()); }
-    template <class T>
-    T outValue(std::size_t index) const {
-        T value{};
-        std::memcpy(&value, &values[index], sizeof(T));
-        return value;
-    }
-    unsigned int infoBytes() const { return outValue<unsigned int>(1); }
-    unsigned int errorBytes() const { return outValue<unsigned int>(3); }
-    float wallMilliseconds() const { return outValue<float>(5); }
-};
+using lesson06::JitOptions;
 
 // Prints a log under a label, each of its lines indented with "  | ".
 void printLog(const char* label, const char* text, unsigned int bytes) {

@@ -26,20 +26,14 @@
 #include "cubin_arch.h"
 #include "dram_peak.h"
 #include "driver_env.h"
+#include "launch_timing.h"
 #include "runtime_launch.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double microsecondsBetween(Clock::time_point from, Clock::time_point to) {
-    return std::chrono::duration<double, std::micro>(to - from).count();
-}
-
-double median(std::vector<double> samples) {
-    std::sort(samples.begin(), samples.end());
-    return samples[samples.size() / 2];
-}
+using lesson06::Clock;
+using lesson06::median;
+using lesson06::microsecondsBetween;
 
 // Vector add on 256 Mi floats (3 arrays of 1 GiB), against (a) the DRAM's theoretical peak
 // and (b) cuMemcpyDtoD of one array, timed just before on the same buffers. Both kernels and
@@ -126,17 +120,6 @@ bool benchVectorAdd(CUdevice device, CUfunction vectorAdd) {
     return exact;
 }
 
-// One timed loop of driver-API launches of the empty kernel into `stream` (see LaunchTimes).
-lesson06::LaunchTimes driverEmptyLaunches(CUfunction emptyKernel, CUstream stream, int launches) {
-    const Clock::time_point start = Clock::now();
-    for (int i = 0; i < launches; ++i)
-        CHECK_DRIVER(cuLaunchKernel(emptyKernel, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr));
-    const Clock::time_point submitted = Clock::now();
-    CHECK_DRIVER(cuStreamSynchronize(stream));
-    const Clock::time_point done = Clock::now();
-    return {microsecondsBetween(start, submitted) / launches, microsecondsBetween(start, done) / launches};
-}
-
 // Launch cost, cuLaunchKernel against <<<>>>, in one context and one stream: 9 runs of each,
 // taken in turn, of 1000 launches; medians. "submission" stops the clock when the loop has
 // queued its launches (the host's cost per launch, as long as the queue does not fill);
@@ -149,10 +132,10 @@ bool benchLaunchCost(CUfunction emptyKernel, CUcontext context, int deviceOrdina
     // The warm-up runs are not counted: the runtime loads its own module on the first <<<>>>.
     bool ok = lesson06::runtimeUseDevice(deviceOrdinal);
     if (ok) ok = lesson06::runtimeEmptyLaunches(stream, kLaunches).totalMicroseconds >= 0.0;
-    driverEmptyLaunches(emptyKernel, stream, kLaunches);
+    lesson06::driverEmptyLaunches(emptyKernel, stream, kLaunches);
     std::vector<double> driverSubmit, driverTotal, runtimeSubmit, runtimeTotal;
     for (int run = 0; ok && run < kRuns; ++run) {
-        const lesson06::LaunchTimes driver = driverEmptyLaunches(emptyKernel, stream, kLaunches);
+        const lesson06::LaunchTimes driver = lesson06::driverEmptyLaunches(emptyKernel, stream, kLaunches);
         const lesson06::LaunchTimes runtime = lesson06::runtimeEmptyLaunches(stream, kLaunches);
         ok = runtime.totalMicroseconds >= 0.0;
         driverSubmit.push_back(driver.submitMicroseconds);

@@ -22,44 +22,30 @@
 #include "../common/course_util.h"
 #include "cubin_arch.h"
 #include "driver_env.h"
+#include "function_checks.h"
 #include "launch_limits.h"
 
 namespace {
 
-// x and y on the device and on the host, z on the device, and the launch shape for vectorAdd.
-struct VectorAddCheck {
-    CUdeviceptr x, y, z;
-    const std::vector<float>& hostX;
-    const std::vector<float>& hostY;
-    int gridBlocks, blockThreads;
+using lesson06::printCodeTaken;
+using lesson06::VectorAddCheck;
 
-    // z = x + y through one vectorAdd handle. The host does the same float additions, so the
-    // sums must be equal bit for bit, whichever module the function came from.
-    bool run(CUfunction vectorAdd, const char* how) const {
-        const int count = static_cast<int>(hostX.size());
-        unsigned long long n = hostX.size();
-        CUdeviceptr a = x, b = y, c = z;
-        void* params[] = {&a, &b, &c, &n};
-        CHECK_DRIVER(cuMemsetD32(z, 0, hostX.size()));
-        CHECK_DRIVER(cuLaunchKernel(vectorAdd, gridBlocks, 1, 1, blockThreads, 1, 1, 0, nullptr, params, nullptr));
-        CHECK_DRIVER(cuCtxSynchronize());
-        std::vector<float> hostZ(hostX.size());
-        CHECK_DRIVER(cuMemcpyDtoH(hostZ.data(), z, hostZ.size() * sizeof(float)));
-        int wrong = 0;
-        for (int i = 0; i < count; ++i) wrong += hostZ[i] != hostX[i] + hostY[i];
-        std::printf("vector add via %s: %s\n", how, wrong == 0 ? "exact" : "WRONG");
-        return wrong == 0;
-    }
-};
-
-// Which code the driver took for a function: the SASS architecture it runs (BINARY_VERSION)
-// and the PTX ISA target that SASS was compiled from (PTX_VERSION), both as major * 10 + minor.
-void printCodeTaken(const char* label, CUfunction function) {
-    int binary = 0;
-    int ptx = 0;
-    CHECK_DRIVER(cuFuncGetAttribute(&binary, CU_FUNC_ATTRIBUTE_BINARY_VERSION, function));
-    CHECK_DRIVER(cuFuncGetAttribute(&ptx, CU_FUNC_ATTRIBUTE_PTX_VERSION, function));
-    std::printf("%s runs: SASS for sm_%d, compiled from compute_%d\n", label, binary, ptx);
+// Step 6: the fatbin image as a library (CUDA 12.0+), its vectorAdd taken as a CUkernel.
+bool libraryVectorAddExact([[maybe_unused]] const std::string& fatbinImage,
+                           [[maybe_unused]] const VectorAddCheck& check) {
+#if CUDA_VERSION >= 12000
+    CUlibrary library = nullptr;
+    CHECK_DRIVER(cuLibraryLoadData(&library, fatbinImage.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+    CUkernel libraryVectorAdd = nullptr;
+    CHECK_DRIVER(cuLibraryGetKernel(&libraryVectorAdd, library, "vectorAdd"));
+    const bool exact = check.run(reinterpret_cast<CUfunction>(libraryVectorAdd), "cuLibraryLoadData (CUkernel)");
+    CHECK_DRIVER(cuLibraryUnload(library));
+    return exact;
+#else
+    std::printf("section library: SKIP (cuLibraryLoadData needs CUDA 12.0; compiled with %s)\n",
+                course::formatCudaVersion(CUDA_VERSION).c_str());
+    return true;
+#endif
 }
 
 // Step 7: writes 3.0 into the module's __constant__ gScale and checks scaleByGlobal reads it.
@@ -279,17 +265,7 @@ int main(int argc, char** argv) {
     // can load its code once without owning a context. A CUkernel may be passed to
     // cuLaunchKernel cast to CUfunction, as the reference allows: it runs in the current context.
     course::printStep(6, "the fatbin as a context-independent library");
-#if CUDA_VERSION >= 12000
-    CUlibrary library = nullptr;
-    CHECK_DRIVER(cuLibraryLoadData(&library, fatbinImage->data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
-    CUkernel libraryVectorAdd = nullptr;
-    CHECK_DRIVER(cuLibraryGetKernel(&libraryVectorAdd, library, "vectorAdd"));
-    pass = check.run(reinterpret_cast<CUfunction>(libraryVectorAdd), "cuLibraryLoadData (CUkernel)") && pass;
-    CHECK_DRIVER(cuLibraryUnload(library));
-#else
-    std::printf("section library: SKIP (cuLibraryLoadData needs CUDA 12.0; compiled with %s)\n",
-                course::formatCudaVersion(CUDA_VERSION).c_str());
-#endif
+    pass = libraryVectorAddExact(*fatbinImage, check) && pass;
 
     // Step 7: a module global. cuModuleGetGlobal returns the device address and size of a
     // __device__ or __constant__ variable by name; ordinary copies then read and write it.

@@ -25,6 +25,7 @@
 #include "../common/check_driver.h"
 #include "../common/course_util.h"
 #include "../common/cuda_compat.h"
+#include "lookup_names.h"
 
 // The name cuda.h's #defines turn a plain name into, as text.
 #define COMPILED_NAME_TEXT(name) #name
@@ -32,21 +33,9 @@
 
 namespace {
 
-const char* statusName(CUdriverProcAddressQueryResult status) {
-    switch (status) {
-        case CU_GET_PROC_ADDRESS_SUCCESS: return "CU_GET_PROC_ADDRESS_SUCCESS";
-        case CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND: return "CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND";
-        case CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT: return "CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT";
-        default: return "(unknown status)";
-    }
-}
-
-// One cuGetProcAddress answer: the call's result, the pointer, the symbol status.
-struct Lookup {
-    CUresult result = CUDA_SUCCESS;
-    void* function = nullptr;
-    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
-};
+using lesson08::describe;
+using lesson08::Lookup;
+using lesson08::statusName;
 
 // Asks without judging: some of this lesson's requests fail on purpose, and
 // REPORT_DRIVER reports those on stderr and hands the code back.
@@ -54,30 +43,6 @@ Lookup lookUp(const char* symbol, int cudaVersion, cuuint64_t flags) {
     Lookup answer;
     answer.result = REPORT_DRIVER(course::getProcAddress(symbol, &answer.function, cudaVersion, flags, &answer.status));
     return answer;
-}
-
-// The exported name of libcuda.so.1 at this address: the base name, its _v2.._v4
-// versions, and their per-thread forms (_ptsz for stream functions, _ptds for the
-// synchronous ones). Empty when none matches.
-std::string exportedName(void* library, const std::string& base, void* function) {
-    for (const char* version : {"", "_v2", "_v3", "_v4"}) {
-        for (const char* perThread : {"", "_ptsz", "_ptds"}) {
-            const std::string name = base + version + perThread;
-            if (dlsym(library, name.c_str()) == function) return name;
-        }
-    }
-    return "";
-}
-
-// What a lookup gave, in words: the function's exported name, or why there is none.
-std::string describe(void* library, const std::string& base, const Lookup& answer) {
-    if (answer.result != CUDA_SUCCESS) return course::driverErrorName(answer.result);
-    if (answer.function == nullptr) return std::string("CUDA_SUCCESS, pointer NULL, ") + statusName(answer.status);
-    const std::string name = exportedName(library, base, answer.function);
-    if (!name.empty()) return name;
-    char address[32];
-    std::snprintf(address, sizeof(address), "%p", answer.function);
-    return std::string(address) + " (matches no exported name)";
 }
 
 // Resolves a function this program cannot do without, cast to the typedef that
@@ -92,6 +57,114 @@ Function resolve(const char* symbol, int cudaVersion) {
         std::exit(EXIT_FAILURE);
     }
     return reinterpret_cast<Function>(function);
+}
+
+// Step 3: each family's name at its versions. True when every version up to the driver's
+// gave a function and each checked pair of versions gave two different functions.
+bool compareAbis(void* library, int driverVersion) {
+    struct Family {
+        const char* symbol;
+        std::vector<int> versions;
+        int olderOfPair;  // two versions whose typedefs differ: they must give two functions
+        int newerOfPair;
+        bool checked;  // false: print what the driver does, do not judge it
+    };
+    const Family families[] = {
+        {"cuCtxCreate", {3020, 11040, 12050, 13000}, 11040, 12050, true},
+        {"cuStreamBeginCapture", {10000, 10010}, 10000, 10010, true},
+        {"cuCtxSynchronize", {2000, 13000}, 2000, 13000, false},
+    };
+    bool abisOk = true;
+    for (const Family& family : families) {
+        void* older = nullptr;
+        void* newer = nullptr;
+        for (const int version : family.versions) {
+            const Lookup answer = lookUp(family.symbol, version, CU_GET_PROC_ADDRESS_DEFAULT);
+            std::printf("%s @ %d: %s\n", family.symbol, version, describe(library, family.symbol, answer).c_str());
+            // Every version up to the driver's must give a function.
+            if (version <= driverVersion) abisOk = abisOk && answer.result == CUDA_SUCCESS && answer.function;
+            if (version == family.olderOfPair) older = answer.function;
+            if (version == family.newerOfPair) newer = answer.function;
+        }
+        if (family.newerOfPair > driverVersion) continue;  // this driver cannot answer the newer one
+        const bool different = older != nullptr && newer != nullptr && older != newer;
+        std::printf("%s @ %d and @ %d: %s\n", family.symbol, family.olderOfPair, family.newerOfPair,
+                    different ? "different functions" : "the same function");
+        if (family.checked) abisOk = abisOk && different;
+    }
+    return abisOk;
+}
+
+// Step 4: an unknown name, a name asked for below its first version, the same name at that
+// version, and a version above the driver's. True when each status is the one expected.
+bool showStatuses(void* library, int driverVersion, int askVersion) {
+    const Lookup unknown = lookUp("cuDoesNotExist", askVersion, CU_GET_PROC_ADDRESS_DEFAULT);
+    std::printf("cuDoesNotExist @ %d: %s\n", askVersion, describe(library, "cuDoesNotExist", unknown).c_str());
+    // cuDeviceGetExecAffinitySupport arrived in CUDA 11.4 (PFN_..._v11040).
+    const Lookup tooOld = lookUp("cuDeviceGetExecAffinitySupport", 11030, CU_GET_PROC_ADDRESS_DEFAULT);
+    std::printf("cuDeviceGetExecAffinitySupport @ 11030: %s\n",
+                describe(library, "cuDeviceGetExecAffinitySupport", tooOld).c_str());
+    const Lookup inTime = lookUp("cuDeviceGetExecAffinitySupport", 11040, CU_GET_PROC_ADDRESS_DEFAULT);
+    std::printf("cuDeviceGetExecAffinitySupport @ 11040: %s\n",
+                describe(library, "cuDeviceGetExecAffinitySupport", inTime).c_str());
+    const int aboveDriver = driverVersion + 10;  // the next minor release
+    const Lookup future = lookUp("cuMemAlloc", aboveDriver, CU_GET_PROC_ADDRESS_DEFAULT);
+    std::printf("cuMemAlloc @ %d (above the driver's %d): %s\n", aboveDriver, driverVersion,
+                describe(library, "cuMemAlloc", future).c_str());
+    // The 11.x shim can only say "not found"; the CUDA 12 status tells the two apart.
+    const CUdriverProcAddressQueryResult expectedTooOld =
+        CUDA_VERSION >= 12000 ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return unknown.result == CUDA_SUCCESS && unknown.function == nullptr &&
+           unknown.status == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND && tooOld.result == CUDA_SUCCESS &&
+           tooOld.function == nullptr && tooOld.status == expectedTooOld && inTime.result == CUDA_SUCCESS &&
+           inTime.function != nullptr;
+}
+
+// Step 5: cuMemcpyAsync (a stream function) and cuMemAlloc (none) under both stream flags.
+// True when only cuMemcpyAsync gives two functions.
+bool comparePerThreadVariants(void* library, int askVersion) {
+    const Lookup copyLegacy = lookUp("cuMemcpyAsync", askVersion, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+    const Lookup copyPerThread = lookUp("cuMemcpyAsync", askVersion, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+    const Lookup allocLegacy = lookUp("cuMemAlloc", askVersion, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+    const Lookup allocPerThread = lookUp("cuMemAlloc", askVersion, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+    std::printf("cuMemcpyAsync, LEGACY_STREAM: %s\n", describe(library, "cuMemcpyAsync", copyLegacy).c_str());
+    std::printf("cuMemcpyAsync, PER_THREAD_DEFAULT_STREAM: %s\n",
+                describe(library, "cuMemcpyAsync", copyPerThread).c_str());
+    std::printf("cuMemAlloc, PER_THREAD_DEFAULT_STREAM: %s (%s)\n",
+                describe(library, "cuMemAlloc", allocPerThread).c_str(),
+                allocPerThread.function == allocLegacy.function ? "same as LEGACY_STREAM: no per-thread variant"
+                                                                : "differs from LEGACY_STREAM");
+    return copyLegacy.function != nullptr && copyPerThread.function != nullptr &&
+           copyLegacy.function != copyPerThread.function && allocLegacy.function != nullptr &&
+           allocPerThread.function == allocLegacy.function;
+}
+
+// Step 8: cuMemAlloc through the runtime, compared with the driver's answer at 3020. True
+// when the runtime gave a function.
+bool lookUpThroughRuntime(void* library, void* driverMemAlloc) {
+    void* runtimeMemAlloc = nullptr;
+#if CUDART_VERSION >= 12050
+    const char* runtimeCall = "cudaGetDriverEntryPointByVersion(\"cuMemAlloc\", 3020)";
+    const cudaError_t runtimeResult =
+        cudaGetDriverEntryPointByVersion("cuMemAlloc", &runtimeMemAlloc, 3020, cudaEnableDefault);
+#else
+    // Older toolkits: the ABI is the one of the runtime's own version (CUDART_VERSION).
+    // cudaGetDriverEntryPoint is deprecated from CUDA 13.0, where this branch is not compiled.
+    const char* runtimeCall = "cudaGetDriverEntryPoint(\"cuMemAlloc\")";
+    const cudaError_t runtimeResult = cudaGetDriverEntryPoint("cuMemAlloc", &runtimeMemAlloc, cudaEnableDefault);
+#endif
+    if (runtimeResult != cudaSuccess) {
+        std::printf("%s: %s\n", runtimeCall, cudaGetErrorName(runtimeResult));
+    } else if (runtimeMemAlloc == nullptr) {
+        std::printf("%s: cudaSuccess, pointer NULL\n", runtimeCall);
+    } else {
+        Lookup runtimeAnswer;
+        runtimeAnswer.function = runtimeMemAlloc;
+        std::printf("%s: %s\n", runtimeCall, describe(library, "cuMemAlloc", runtimeAnswer).c_str());
+    }
+    const bool sameAsDriver = runtimeMemAlloc == driverMemAlloc;
+    std::printf("same function as cuGetProcAddress(\"cuMemAlloc\", 3020): %s\n", sameAsDriver ? "yes" : "no");
+    return runtimeResult == cudaSuccess && runtimeMemAlloc != nullptr;
 }
 
 }  // namespace
@@ -132,36 +205,7 @@ int main(int argc, char** argv) {
     // Step 3: at run time, ask for one name at several versions. Each answer is compared
     // with dlsym of the exported versioned names, which names the ABI that came back.
     course::printStep(3, "one name, several ABIs");
-    struct Family {
-        const char* symbol;
-        std::vector<int> versions;
-        int olderOfPair;  // two versions whose typedefs differ: they must give two functions
-        int newerOfPair;
-        bool checked;  // false: print what the driver does, do not judge it
-    };
-    const Family families[] = {
-        {"cuCtxCreate", {3020, 11040, 12050, 13000}, 11040, 12050, true},
-        {"cuStreamBeginCapture", {10000, 10010}, 10000, 10010, true},
-        {"cuCtxSynchronize", {2000, 13000}, 2000, 13000, false},
-    };
-    bool abisOk = true;
-    for (const Family& family : families) {
-        void* older = nullptr;
-        void* newer = nullptr;
-        for (const int version : family.versions) {
-            const Lookup answer = lookUp(family.symbol, version, CU_GET_PROC_ADDRESS_DEFAULT);
-            std::printf("%s @ %d: %s\n", family.symbol, version, describe(library, family.symbol, answer).c_str());
-            // Every version up to the driver's must give a function.
-            if (version <= driverVersion) abisOk = abisOk && answer.result == CUDA_SUCCESS && answer.function;
-            if (version == family.olderOfPair) older = answer.function;
-            if (version == family.newerOfPair) newer = answer.function;
-        }
-        if (family.newerOfPair > driverVersion) continue;  // this driver cannot answer the newer one
-        const bool different = older != nullptr && newer != nullptr && older != newer;
-        std::printf("%s @ %d and @ %d: %s\n", family.symbol, family.olderOfPair, family.newerOfPair,
-                    different ? "different functions" : "the same function");
-        if (family.checked) abisOk = abisOk && different;
-    }
+    const bool abisOk = compareAbis(library, driverVersion);
 
     // Step 4: the three ways a lookup gives no function. An unknown name and a name
     // that exists only from a later version both return CUDA_SUCCESS with a NULL
@@ -170,46 +214,14 @@ int main(int argc, char** argv) {
     // The version this program's cuda.h describes, but never above what the driver can
     // answer (a toolkit may be a minor release newer than the driver).
     const int askVersion = std::min(CUDA_VERSION, driverVersion);
-    const Lookup unknown = lookUp("cuDoesNotExist", askVersion, CU_GET_PROC_ADDRESS_DEFAULT);
-    std::printf("cuDoesNotExist @ %d: %s\n", askVersion, describe(library, "cuDoesNotExist", unknown).c_str());
-    // cuDeviceGetExecAffinitySupport arrived in CUDA 11.4 (PFN_..._v11040).
-    const Lookup tooOld = lookUp("cuDeviceGetExecAffinitySupport", 11030, CU_GET_PROC_ADDRESS_DEFAULT);
-    std::printf("cuDeviceGetExecAffinitySupport @ 11030: %s\n",
-                describe(library, "cuDeviceGetExecAffinitySupport", tooOld).c_str());
-    const Lookup inTime = lookUp("cuDeviceGetExecAffinitySupport", 11040, CU_GET_PROC_ADDRESS_DEFAULT);
-    std::printf("cuDeviceGetExecAffinitySupport @ 11040: %s\n",
-                describe(library, "cuDeviceGetExecAffinitySupport", inTime).c_str());
-    const int aboveDriver = driverVersion + 10;  // the next minor release
-    const Lookup future = lookUp("cuMemAlloc", aboveDriver, CU_GET_PROC_ADDRESS_DEFAULT);
-    std::printf("cuMemAlloc @ %d (above the driver's %d): %s\n", aboveDriver, driverVersion,
-                describe(library, "cuMemAlloc", future).c_str());
-    // The 11.x shim can only say "not found"; the CUDA 12 status tells the two apart.
-    const CUdriverProcAddressQueryResult expectedTooOld =
-        CUDA_VERSION >= 12000 ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    const bool statusesOk = unknown.result == CUDA_SUCCESS && unknown.function == nullptr &&
-                            unknown.status == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND && tooOld.result == CUDA_SUCCESS &&
-                            tooOld.function == nullptr && tooOld.status == expectedTooOld &&
-                            inTime.result == CUDA_SUCCESS && inTime.function != nullptr;
+    const bool statusesOk = showStatuses(library, driverVersion, askVersion);
 
     // Step 5: functions that take a stream have a second export, _ptsz, in which stream
     // 0 means this thread's own default stream (CU_STREAM_PER_THREAD) instead of the
     // legacy NULL stream that synchronises with every blocking stream of the context.
     // The flag chooses which one a lookup returns; functions without one fall back.
     course::printStep(5, "per-thread default stream variants");
-    const Lookup copyLegacy = lookUp("cuMemcpyAsync", askVersion, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
-    const Lookup copyPerThread = lookUp("cuMemcpyAsync", askVersion, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
-    const Lookup allocLegacy = lookUp("cuMemAlloc", askVersion, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
-    const Lookup allocPerThread = lookUp("cuMemAlloc", askVersion, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
-    std::printf("cuMemcpyAsync, LEGACY_STREAM: %s\n", describe(library, "cuMemcpyAsync", copyLegacy).c_str());
-    std::printf("cuMemcpyAsync, PER_THREAD_DEFAULT_STREAM: %s\n",
-                describe(library, "cuMemcpyAsync", copyPerThread).c_str());
-    std::printf("cuMemAlloc, PER_THREAD_DEFAULT_STREAM: %s (%s)\n",
-                describe(library, "cuMemAlloc", allocPerThread).c_str(),
-                allocPerThread.function == allocLegacy.function ? "same as LEGACY_STREAM: no per-thread variant"
-                                                                : "differs from LEGACY_STREAM");
-    const bool perThreadOk = copyLegacy.function != nullptr && copyPerThread.function != nullptr &&
-                             copyLegacy.function != copyPerThread.function && allocLegacy.function != nullptr &&
-                             allocPerThread.function == allocLegacy.function;
+    const bool perThreadOk = comparePerThreadVariants(library, askVersion);
 
     // Step 6: call through resolved pointers. Each typedef names the version it
     // describes; asking for that same version keeps the call right on every driver,
@@ -271,29 +283,7 @@ int main(int argc, char** argv) {
     // Step 8: the runtime has its own front door to the same table. Since 12.5 it takes
     // a version like cuGetProcAddress; before, it could only use the runtime's own.
     course::printStep(8, "the runtime's way");
-    void* runtimeMemAlloc = nullptr;
-#if CUDART_VERSION >= 12050
-    const char* runtimeCall = "cudaGetDriverEntryPointByVersion(\"cuMemAlloc\", 3020)";
-    const cudaError_t runtimeResult =
-        cudaGetDriverEntryPointByVersion("cuMemAlloc", &runtimeMemAlloc, 3020, cudaEnableDefault);
-#else
-    // Older toolkits: the ABI is the one of the runtime's own version (CUDART_VERSION).
-    // cudaGetDriverEntryPoint is deprecated from CUDA 13.0, where this branch is not compiled.
-    const char* runtimeCall = "cudaGetDriverEntryPoint(\"cuMemAlloc\")";
-    const cudaError_t runtimeResult = cudaGetDriverEntryPoint("cuMemAlloc", &runtimeMemAlloc, cudaEnableDefault);
-#endif
-    if (runtimeResult != cudaSuccess) {
-        std::printf("%s: %s\n", runtimeCall, cudaGetErrorName(runtimeResult));
-    } else if (runtimeMemAlloc == nullptr) {
-        std::printf("%s: cudaSuccess, pointer NULL\n", runtimeCall);
-    } else {
-        Lookup runtimeAnswer;
-        runtimeAnswer.function = runtimeMemAlloc;
-        std::printf("%s: %s\n", runtimeCall, describe(library, "cuMemAlloc", runtimeAnswer).c_str());
-    }
-    const bool sameAsDriver = runtimeMemAlloc == reinterpret_cast<void*>(memAlloc);
-    std::printf("same function as cuGetProcAddress(\"cuMemAlloc\", 3020): %s\n", sameAsDriver ? "yes" : "no");
-    const bool runtimeOk = runtimeResult == cudaSuccess && runtimeMemAlloc != nullptr;
+    const bool runtimeOk = lookUpThroughRuntime(library, reinterpret_cast<void*>(memAlloc));
 
     // Step 9: release in reverse order, the context through the resolved pointer.
     course::printStep(9, "release");
