@@ -179,7 +179,14 @@ int main(int argc, char** argv) {
     std::printf("(b) / (c): %.1f x\n", shared / isolated);
     std::printf("contention visible in one context, (b) >= 10 x (a): %s\n", contention ? "yes" : "no");
     std::printf("green contexts isolate the short kernel, (c) <= (b) / 10: %s\n", isolation ? "yes" : "no");
-    const bool pass = contention && isolation && shortSms >= kShortBlocks;
+    // Sanitizers and profilers run one kernel at a time, so under one nothing can overlap and
+    // (c) equals (b): the timing check says nothing there. Such a tool is attached through
+    // CUDA_INJECTION64_PATH; `make sanitize` also sets COURSE_UNDER_SANITIZER.
+    const bool toolAttached = std::getenv("CUDA_INJECTION64_PATH") != nullptr ||
+                              std::getenv("COURSE_UNDER_SANITIZER") != nullptr;
+    if (toolAttached)
+        std::printf("timing check: SKIP (a CUDA tool is attached and runs one kernel at a time)\n");
+    const bool pass = (toolAttached || (contention && isolation)) && shortSms >= kShortBlocks;
     std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
     return pass ? EXIT_SUCCESS : EXIT_FAILURE;
 #else

@@ -127,7 +127,7 @@ void attachToReport(const RunResult& result) {
                          << result.err);
 }
 
-const RunResult& defaultRun(const std::string& lesson, const std::string& program) {
+const RunResult& defaultRun(std::string lesson, std::string program) {
     static std::map<std::string, RunResult> runs;
     const std::string key = lesson + "/" + program;
     auto it = runs.find(key);

@@ -52,7 +52,9 @@ RunResult runLesson(const std::string& lesson, const RunOptions& options = {}, c
 // The lesson's plain run (no arguments, no environment changes), made once per test
 // process and shared by every test that only reads its output: a lesson is a
 // deterministic program, and some take seconds (lesson 04 creates contexts).
-const RunResult& defaultRun(const std::string& lesson, const std::string& program = "");
+// The names are taken by value: a reference to a temporary string here is what g++ 13's
+// -Wdangling-reference warns about when the result is kept as a reference.
+const RunResult& defaultRun(std::string lesson, std::string program = "");
 // Attaches a run's exit code and output to the running test's report, shown if it fails.
 void attachToReport(const RunResult& result);
 // Runs a lesson against NVIDIA's stub libcuda.so: the program loads on any machine and

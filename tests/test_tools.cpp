@@ -123,13 +123,15 @@ TEST_CASE("The bench runner names the GPU, collects bench lines, and runs nvband
           "[cpu][tools][bench]") {
     const std::string lesson =
         fakeLesson("fake-bench", "echo 'bench: copy ratio = 98.5 % (of the link, same run)'; exit 0");
+    const std::string notHere =
+        fakeLesson("fake-bench-skip", "echo 'Result = SKIP (needs two GPUs; this machine has 1)'; exit 77");
     // A stand-in nvbandwidth, first on PATH, prints its summary lines as the real one does.
     const std::string tools = buildDir() + "/tests/fakes/path";
     REQUIRE(std::system(("mkdir -p " + tools).c_str()) == 0);
     std::ofstream(tools + "/nvbandwidth") << "#!/bin/sh\necho 'SUM host_to_device_memcpy_ce 55.23'\n";
     REQUIRE(std::system(("chmod +x " + tools + "/nvbandwidth").c_str()) == 0);
 
-    RunOptions options = runnerArgs({lesson});
+    RunOptions options = runnerArgs({lesson, notHere});
     options.setEnv["PATH"] = tools + ":" + std::string(std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin");
     options.setEnv["DRIVER_PROBE"] = buildDir() + "/tools/driver-probe";
     options.setEnv["LD_LIBRARY_PATH"] = stubDriverDir();  // the stub: the probe cannot name a GPU
@@ -146,6 +148,8 @@ TEST_CASE("The bench runner names the GPU, collects bench lines, and runs nvband
     }
     CHECK(lessonRow);
     CHECK(nvbandwidthRow);
+    // A bench that does not apply here is a SKIP row with its reason, not a failure.
+    CHECK(contains(r.out, "SKIP (needs two GPUs; this machine has 1)"));
 }
 
 TEST_CASE("The sanitize runner's table counts each tool's errors, also with runs in parallel", "[cpu][tools]") {
