@@ -101,11 +101,10 @@ int main(int argc, char** argv) {
     std::vector<CUcontext> sorted = primaries;
     std::sort(sorted.begin(), sorted.end());
     const bool distinct = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
-    if (deviceCount == 1) {
-        std::printf("one device on this machine: nothing else to walk\n");
-    } else {
-        std::printf("primary contexts of different devices: %s\n", distinct ? "all distinct" : "SHARED (unexpected)");
-    }
+    // One label whatever the device count, so that the output reads the same on every machine.
+    std::printf("primary contexts of different devices: %s\n",
+                deviceCount == 1 ? "n/a (one device on this machine)"
+                                 : (distinct ? "all distinct" : "SHARED (unexpected)"));
     pass = pass && distinct;
     for (int d = deviceCount - 1; d >= 0; --d) {
         CUdevice each = 0;

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "../common/check_driver.h"
 #include "../common/course_util.h"
@@ -148,16 +149,21 @@ int main(int argc, char** argv) {
                 yesNo(disableJit != nullptr && std::strcmp(disableJit, "1") == 0));
     int deviceCount = 0;
     CHECK_DRIVER(cuDeviceGetCount(&deviceCount));
-    if (deviceCount < 2) std::printf("feature peer-to-peer: n/a (1 device visible; never supported on Tegra)\n");
+    // One line under one label whatever the device count, so the output reads the same everywhere.
+    std::string peers;
     for (int other = 0; deviceCount >= 2 && other < deviceCount; ++other) {
         CUdevice peer = 0;
         CHECK_DRIVER(cuDeviceGet(&peer, other));
         if (peer == device) continue;
         int canAccess = 0;
         CHECK_DRIVER(cuDeviceCanAccessPeer(&canAccess, device, peer));
-        std::printf("feature peer-to-peer with device %d: %s (cuDeviceCanAccessPeer)\n", other,
-                    canAccess ? "supported" : "not supported");
+        peers += (peers.empty() ? "" : ", ") + std::string("with device ") + std::to_string(other) +
+                 (canAccess ? " supported" : " not supported");
     }
+    if (deviceCount < 2)
+        std::printf("feature peer-to-peer: n/a (1 device visible; never supported on Tegra)\n");
+    else
+        std::printf("feature peer-to-peer: %s (cuDeviceCanAccessPeer)\n", peers.c_str());
 #if defined(__QNX__)
     std::printf("feature cuSOLVER: not supported (this is QNX)\n");
 #else

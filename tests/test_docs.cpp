@@ -237,7 +237,7 @@ TEST_CASE("Labels, not values, are what the docs test compares across machines",
 
 // Copies the lesson folder and common/ into an empty folder and runs exactly the commands its
 // README shows; every program of the lesson must come out of it.
-TEST_CASE("Each lesson builds outside the course with the command its README shows", "[cpu][docs][outside]") {
+TEST_CASE("Each lesson builds outside the course with the command its README shows", "[cpu][docs][outside][outside-build]") {
     const std::string root = buildDir() + "/tests/outside";
     for (const auto& folder : lessonFolders()) {
         INFO(folder);
