@@ -36,19 +36,6 @@ TEST_CASE("Lesson 17 runs its two programs in order", "[cpu][17][lesson17]") {
     CHECK(lessonPrograms(kLesson) == kPrograms);
 }
 
-TEST_CASE("Lesson 17's programs against NVIDIA's stub libcuda stop at cuInit with exit 1",
-          "[cpu][17][lesson17][fault]") {
-    for (const auto& program : kPrograms) {
-        INFO(program);
-        const RunResult r = runAgainstStub(kLesson, {}, program);
-        CHECK(r.exitCode == 1);
-        CHECK(contains(r.err, "CUDA driver call failed: cuInit(0)"));
-        CHECK(contains(r.err, "CUDA_ERROR_STUB_LIBRARY (code 34)"));
-        CHECK(contains(r.err, kLesson + "/" + program + ".cpp:"));
-        CHECK_FALSE(contains(r.out, "Result = PASS"));
-    }
-}
-
 TEST_CASE("Lesson 17 rejects unknown or incomplete arguments with a usage line and exit 2", "[cpu][17][lesson17]") {
     const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
         {"partitions", {"--bench"}},  // only isolation has a benchmark
