@@ -5,30 +5,29 @@
 # run (or derived from the device's own attributes). When NVIDIA's nvbandwidth is on the
 # PATH it runs too, and its copy-engine figures are printed beside the lessons' own.
 set -uo pipefail
+. "$(dirname "$0")/lesson-label.sh"
 
 rows=()
 failed=0
+add_row() { rows+=("$(printf '%-24s %-44s %s' "$1" "$2" "$3")"); }  # add_row LESSON METRIC VALUE
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
 for binary in "$@"; do
-    # "NN-topic", or "NN-topic/program" for a lesson of several programs.
-    folder=$(basename "$(dirname "$binary")")
-    lesson=$folder
-    [ "$(basename "$binary")" = "$folder" ] || lesson="$folder/$(basename "$binary")"
+    lesson=$(lesson_label "$binary")
     printf '\n################ %s --bench ################\n' "$lesson"
     "$binary" --bench 2>&1 | tee "$log"
     code=${PIPESTATUS[0]}
     if [ "$code" = 77 ]; then  # not applicable here: the lesson's own line says why
-        reason=$(sed -n 's/^Result = SKIP *//p' "$log" | tail -n 1)
-        rows+=("$(printf '%-24s %-44s %s' "$lesson" "SKIP ${reason:-(no reason printed)}" "-")")
+        reason=$(skip_reason "$log")
+        add_row "$lesson" "SKIP ${reason:-(no reason printed)}" "-"
         continue
     fi
-    [ "$code" = 0 ] || { failed=1; rows+=("$(printf '%-24s %-44s %s' "$lesson" "(benchmark failed)" "exit $code")"); }
+    [ "$code" = 0 ] || { failed=1; add_row "$lesson" "(benchmark failed)" "exit $code"; }
     while IFS= read -r line; do
         metric=${line%% = *}
         value=${line#* = }
-        rows+=("$(printf '%-24s %-44s %s' "$lesson" "$metric" "$value")")
+        add_row "$lesson" "$metric" "$value"
     done < <(sed -n 's/^bench: //p' "$log")
 done
 
@@ -36,10 +35,10 @@ if command -v nvbandwidth >/dev/null 2>&1; then
     printf '\n################ nvbandwidth ################\n'
     nvbandwidth -t host_to_device_memcpy_ce device_to_host_memcpy_ce device_to_device_memcpy_read_ce 2>&1 | tee "$log"
     while read -r _ testcase value; do
-        rows+=("$(printf '%-24s %-44s %s' "nvbandwidth" "$testcase (SUM)" "$value GB/s")")
+        add_row nvbandwidth "$testcase (SUM)" "$value GB/s"
     done < <(grep '^SUM ' "$log")
 else
-    rows+=("$(printf '%-24s %-44s %s' "nvbandwidth" "(not on the PATH: not run)" "-")")
+    add_row nvbandwidth "(not on the PATH: not run)" "-"
 fi
 
 machine=$("${DRIVER_PROBE:-build/tools/driver-probe}" --machine 2>/dev/null || echo "unknown GPU")

@@ -16,7 +16,6 @@ import sys
 
 BEGIN = "<!-- expected-output:begin -->"
 END = "<!-- expected-output:end -->"
-CAPTURED = re.compile(r"<!-- captured-on: .*? -->\n")
 
 
 def main() -> int:

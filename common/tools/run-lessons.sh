@@ -3,6 +3,7 @@
 # then prints a summary table: lesson, PASS / SKIP (exit 77, with the reason) / FAIL, seconds.
 # Exits non-zero if any lesson failed.
 set -uo pipefail
+. "$(dirname "$0")/lesson-label.sh"
 
 rows=()
 failed=0
@@ -10,10 +11,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
 for binary in "$@"; do
-    # "NN-topic", or "NN-topic/program" for a lesson of several programs.
-    folder=$(basename "$(dirname "$binary")")
-    lesson=$folder
-    [ "$(basename "$binary")" = "$folder" ] || lesson="$folder/$(basename "$binary")"
+    lesson=$(lesson_label "$binary")
     printf '\n################ %s ################\n' "$lesson"
     start=$EPOCHREALTIME
     "$binary" 2>&1 | tee "$log"
@@ -22,7 +20,7 @@ for binary in "$@"; do
     case $code in
         0) status=PASS ;;
         77) # the lesson's own line says why: "Result = SKIP (reason)"
-            reason=$(sed -n 's/^Result = SKIP *//p' "$log" | tail -n 1)
+            reason=$(skip_reason "$log")
             status="SKIP ${reason:-(no reason printed)}" ;;
         *) status="FAIL (exit $code)"; failed=1 ;;
     esac

@@ -10,6 +10,7 @@
 # but programs that check that free device memory comes back (lessons 03, 05, 11, 12, 13)
 # exit 1 when other runs allocate beside them: take the verdict from a run with 1.
 set -uo pipefail
+. "$(dirname "$0")/lesson-label.sh"
 
 sanitizer=${COMPUTE_SANITIZER:-compute-sanitizer}
 command -v "$sanitizer" >/dev/null 2>&1 || [ -x "$sanitizer" ] || {
@@ -21,12 +22,6 @@ tools=(memcheck racecheck initcheck synccheck)
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
-# "NN-topic", or "NN-topic/program" for a lesson of several programs.
-label_of() {
-    local folder
-    folder=$(basename "$(dirname "$1")")
-    if [ "$(basename "$1")" = "$folder" ]; then echo "$folder"; else echo "$folder/$(basename "$1")"; fi
-}
 
 # Options a lesson adds for one tool in <lesson>/sanitizer-<tool>.args, reasons in its comments.
 extra_options() {  # extra_options BINARY TOOL
@@ -62,7 +57,7 @@ rows=()
 notes=()
 index=0
 for binary in "$@"; do
-    lesson=$(label_of "$binary")
+    lesson=$(lesson_label "$binary")
     row=$(printf '%-40s' "$lesson")
     for tool in "${tools[@]}"; do
         log="$logs/$index.log"
