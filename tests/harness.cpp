@@ -150,6 +150,18 @@ RunResult runAgainstStub(const std::string& lesson, const std::vector<std::strin
     return runLesson(lesson, options, program);
 }
 
+RunResult checkRefusesArguments(const std::string& lesson, const std::vector<std::string>& args,
+                                const std::string& program) {
+    std::string commandLine = program.empty() ? lesson : program;
+    for (const auto& arg : args) commandLine += " " + arg;
+    INFO("refused command line: " << commandLine);
+    const RunResult r = runAgainstStub(lesson, args, program);
+    CHECK(r.exitCode == 2);
+    CHECK(contains(r.err, "usage:"));
+    CHECK_FALSE(contains(r.err, "CUDA_ERROR_STUB_LIBRARY"));
+    return r;
+}
+
 const course::DynamicDriver& driver() {
     static const course::DynamicDriver instance;
     return instance;

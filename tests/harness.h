@@ -63,6 +63,12 @@ void attachToReport(const RunResult& result);
 RunResult runAgainstStub(const std::string& lesson, const std::vector<std::string>& args = {},
                          const std::string& program = "");
 
+// Runs one of a lesson's programs against the stub with a command line it must refuse, and
+// checks it refused it the way every lesson does: exit 2 and the usage line, before any driver
+// call (so the stub's error never shows). Returns the run for the caller's own checks.
+RunResult checkRefusesArguments(const std::string& lesson, const std::vector<std::string>& args,
+                                const std::string& program = "");
+
 // The driver, opened once per test process with dlopen (so the suite starts without one).
 const course::DynamicDriver& driver();
 // SKIPs the running test, with the reason, when there is no usable driver and GPU.

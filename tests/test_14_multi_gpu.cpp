@@ -100,13 +100,7 @@ TEST_CASE("Lesson 14 rejects unknown, incomplete or same-GPU arguments with a us
         {"peer_access", {"--peer"}},  {"peer_access", {"--peer", "one"}}, {"peer_access", {"--devices", "0", "1"}},
         {"peer_copy", {"--device"}},  {"peer_copy", {"--size", "4096"}},
     };
-    for (const auto& [program, args] : cases) {
-        INFO(program << " " << args.front());
-        const RunResult r = runAgainstStub(kLesson, args, program);
-        CHECK(r.exitCode == 2);
-        CHECK(contains(r.err, "usage:"));
-        CHECK_FALSE(contains(r.err, "CUDA_ERROR_STUB_LIBRARY"));
-    }
+    for (const auto& [program, args] : cases) checkRefusesArguments(kLesson, args, program);
     for (const auto& program : kPrograms) {
         INFO(program);
         for (const std::vector<std::string>& args :
