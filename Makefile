@@ -232,7 +232,7 @@ $(TEST_BIN): $(TEST_OBJS)
 
 # ---------------------------------------------------------------------------
 .DEFAULT_GOAL := all
-.PHONY: all lessons run test bench sanitize check-headers compdb help clean
+.PHONY: all lessons run test bench sanitize mutate check-headers compdb help clean
 all: lessons $(TEST_BIN) $(BUILD)/tools/driver-probe $(STUB_DRIVER) ## Build every lesson, the tests and the tools (default)
 
 lessons: $(LESSON_ALL) ## Build every lesson only
@@ -251,6 +251,13 @@ bench: $(LESSON_ALL) $(BUILD)/tools/driver-probe ## Run the lessons' benchmark m
 sanitize: $(LESSON_ALL) $(BUILD)/tools/driver-probe ## Run every lesson under compute-sanitizer (4 tools) and print a table
 	$(Q)$(BUILD)/tools/driver-probe
 	$(Q)common/tools/sanitize-lessons.sh $(LESSON_BINS)
+
+# Mutation tests (tests/mutants/NN-topic/*.patch, format in common/tools/mutate.sh): every
+# mutant applied and built; where a GPU is usable, run, and its named check must fail.
+MUTANTS := $(sort $(wildcard tests/mutants/*/*.patch))
+mutate: $(LESSON_ALL) $(BUILD)/tools/driver-probe ## Break each lesson on purpose (tests/mutants) and require its checks to notice
+	$(Q)env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL BUILD=$(BUILD) DRIVER_PROBE=$(BUILD)/tools/driver-probe \
+	  common/tools/mutate.sh $(MUTANTS)
 
 check-headers: $(HEADER_CHECKS) ## Compile every host .cpp against CUDA_INCLUDE=<other toolkit>/include (syntax only, -Werror)
 	@echo "check-headers: $(words $(HEADER_CHECKS)) files compile against $(CUDA_INCLUDE) ($$(grep -m1 '^#define CUDA_VERSION' $(CUDA_INCLUDE)/cuda.h))"

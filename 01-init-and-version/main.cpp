@@ -28,34 +28,37 @@ int main() {
                 course::formatCudaVersion(driverVersion).c_str(), driverVersion);
     std::printf("compiled with cuda.h: %s (CUDA_VERSION = %d)\n", course::formatCudaVersion(CUDA_VERSION).c_str(),
                 CUDA_VERSION);
-    // A driver runs programs built with any toolkit of its own major version or older
-    // (minor-version compatibility). Only PTX needs a driver at least as new as the
-    // toolkit that wrote it, because the driver's JIT compiles it.
+    // Minor-version compatibility (CUDA 11 and later): a program built with a newer toolkit of
+    // the driver's own major family can run on that driver with a limited feature set, if the
+    // driver is at least the family's minimum (the CUDA Compatibility guide: >= 450 for 11.x,
+    // >= 525 for 12.x, >= 580 for 13.x). What the older driver lacks stays missing: entry points
+    // it does not export (a newer _v2/_v3 version, a newer API) cannot be resolved, and PTX
+    // written by the newer toolkit cannot be JIT-compiled (CUDA_ERROR_UNSUPPORTED_PTX_VERSION).
+    // Across major families it needs the forward-compatibility package (cuda-compat).
     const course::CudaVersion driver = course::decodeCudaVersion(driverVersion);
     const course::CudaVersion toolkit = course::decodeCudaVersion(CUDA_VERSION);
-    bool driverNewEnough = true;
     if (driverVersion >= CUDA_VERSION) {
         std::printf("driver vs toolkit: driver is as new as the toolkit or newer\n");
     } else if (driver.major == toolkit.major) {
-        std::printf("driver vs toolkit: driver is older within the same major version; "
-                    "SASS runs, PTX from this toolkit will not JIT\n");
+        std::printf("driver vs toolkit: older driver of the same major version; minor-version compatibility: "
+                    "limited features, this toolkit's PTX will not JIT\n");
     } else {
         std::printf("driver vs toolkit: driver is a major version behind the toolkit; update the driver\n");
-        driverNewEnough = false;
     }
+    course::Verdict verdict;
+    verdict.check("driver major version reaches the toolkit's", driver.major >= toolkit.major);
 
     // Step 3: devices. The ordinal 0..count-1 is what CUDA_VISIBLE_DEVICES leaves
     // visible, in the driver's order (fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID).
+    // There is no zero-device branch: with no visible device cuInit itself fails with
+    // CUDA_ERROR_NO_DEVICE (one of its documented errors, and what the course's tests see with
+    // CUDA_VISIBLE_DEVICES set empty), so step 1 already ended the program.
     course::printStep(3, "devices");
     int deviceCount = 0;
     CHECK_DRIVER(cuDeviceGetCount(&deviceCount));
     std::printf("device count: %d\n", deviceCount);
-    if (deviceCount == 0) {
-        std::fprintf(stderr, "No CUDA device is visible. Check nvidia-smi and CUDA_VISIBLE_DEVICES.\n");
-        return EXIT_FAILURE;
-    }
 
-    bool devicesSane = true;
+    bool busIdsLeadBack = true;
     for (int ordinal = 0; ordinal < deviceCount; ++ordinal) {
         // A CUdevice is a small integer handle, not a context: querying it allocates nothing.
         CUdevice device = 0;
@@ -91,12 +94,15 @@ int main() {
         std::printf("device %d integrated: %s\n", ordinal, integrated ? "yes" : "no");
         std::printf("device %d PCI bus id: %s\n", ordinal, pciBusId);
 
-        devicesSane = devicesSane && name[0] != '\0' && major >= 1 && totalBytes > 0;
+        // The bus id is how to match an ordinal with nvidia-smi, whose order may differ; the
+        // driver maps it back to the device (REPORT_DRIVER: a failure here is the check's answer).
+        CUdevice byBusId = -1;
+        const CUresult lookup = REPORT_DRIVER(cuDeviceGetByPCIBusId(&byBusId, pciBusId));
+        busIdsLeadBack = busIdsLeadBack && lookup == CUDA_SUCCESS && byBusId == device;
     }
 
     // Step 4: the lesson checks its own result.
     course::printStep(4, "check");
-    const bool pass = driverNewEnough && devicesSane;
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    verdict.check("each device's PCI bus id leads back to it", busIdsLeadBack);
+    return verdict.finish();
 }

@@ -5,13 +5,14 @@
 // course's check macros (common/check_driver.h) print for each, then contrasts
 // the "print and carry on" check common in tutorials with the fail-fast form.
 //
-//   02-error-check-macro                  provoke three errors, check their codes
+//   02-error-check-macro                  provoke four errors, check their codes
 //   02-error-check-macro --fail-fast-demo end through CHECK_DRIVER on a bad ordinal (exit 1)
 #include <cuda.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <source_location>
 
 #include "../common/check_driver.h"
 #include "../common/course_util.h"
@@ -19,11 +20,18 @@
 namespace {
 
 // One provoked error: did the call fail with exactly the code we expected?
-bool expectError(const char* what, CUresult got, CUresult expected) {
-    const bool ok = got == expected;
-    std::printf("%s: got %s (code %d), expected %s -> %s\n", what, course::driverErrorName(got),
-                static_cast<int>(got), course::driverErrorName(expected), ok ? "as expected" : "UNEXPECTED");
-    return ok;
+void printProvoked(const char* what, CUresult got, CUresult expected) {
+    std::printf("%s: got %s (code %d), expected %s\n", what, course::driverErrorName(got), static_cast<int>(got),
+                course::driverErrorName(expected));
+}
+
+// What a function can do without a macro (C++20): std::source_location stamps the caller's
+// file and line as a default argument. It still receives only the CUresult's value; the
+// text of the call that produced it is gone before the function runs.
+CUresult reportAt(CUresult result, std::source_location where = std::source_location::current()) {
+    std::printf("function form: code %d at %s:%u, call text: (not available to a function)\n",
+                static_cast<int>(result), where.file_name(), static_cast<unsigned>(where.line()));
+    return result;
 }
 
 }  // namespace
@@ -34,26 +42,33 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "usage: %s [--fail-fast-demo]\n", argv[0]);
         return 2;
     }
+    course::Verdict verdict;
 
-    // Step 1: why a macro. Only the preprocessor can turn the call into text (#call)
-    // and stamp the place it was written (__FILE__, __LINE__); a function would report
-    // its own line. The macro evaluates the call once and keeps the CUresult.
+    // Step 1: why a macro. A function can stamp where it was called from (std::source_location),
+    // but only the preprocessor can turn the call itself into text (#call). The macro
+    // evaluates the call once and keeps the CUresult. cuDriverGetVersion(NULL) is a safe error
+    // to provoke: cuda.h says it returns CUDA_ERROR_INVALID_VALUE, and it needs no cuInit.
     course::printStep(1, "what the macro captures");
-    std::printf("#call  -> \"%s\"\n", "cuInit(0)");
-    std::printf("__FILE__:__LINE__ -> %s:%d\n", __FILE__, __LINE__);
+    const CUresult viaFunction = reportAt(cuDriverGetVersion(nullptr));
+    const CUresult viaMacro = REPORT_DRIVER(cuDriverGetVersion(nullptr));
+    printProvoked("cuDriverGetVersion(nullptr)", viaMacro, CUDA_ERROR_INVALID_VALUE);
+    verdict.check("a NULL version pointer gives CUDA_ERROR_INVALID_VALUE",
+                  viaFunction == CUDA_ERROR_INVALID_VALUE && viaMacro == CUDA_ERROR_INVALID_VALUE);
 
     // Step 2: a driver call before cuInit. REPORT_DRIVER prints the report (on
     // stderr) and hands back the CUresult, so the lesson can compare the code.
     course::printStep(2, "a call before cuInit");
     int deviceCount = -1;
     const CUresult beforeInit = REPORT_DRIVER(cuDeviceGetCount(&deviceCount));
-    bool pass = expectError("cuDeviceGetCount before cuInit", beforeInit, CUDA_ERROR_NOT_INITIALIZED);
+    printProvoked("cuDeviceGetCount before cuInit", beforeInit, CUDA_ERROR_NOT_INITIALIZED);
+    verdict.check("a call before cuInit gives CUDA_ERROR_NOT_INITIALIZED", beforeInit == CUDA_ERROR_NOT_INITIALIZED);
 
     // Step 3: now initialise properly, then pass cuInit a flag that does not exist.
     course::printStep(3, "invalid cuInit flags");
     CHECK_DRIVER(cuInit(0));
     const CUresult badFlags = REPORT_DRIVER(cuInit(0xFFFFFFFFu));
-    pass = expectError("cuInit(0xFFFFFFFF)", badFlags, CUDA_ERROR_INVALID_VALUE) && pass;
+    printProvoked("cuInit(0xFFFFFFFF)", badFlags, CUDA_ERROR_INVALID_VALUE);
+    verdict.check("undefined cuInit flags give CUDA_ERROR_INVALID_VALUE", badFlags == CUDA_ERROR_INVALID_VALUE);
 
     // Step 4: an ordinal one past the last device.
     course::printStep(4, "an invalid device ordinal");
@@ -68,19 +83,22 @@ int main(int argc, char** argv) {
         return EXIT_SUCCESS;
     }
 
-    // The tutorial form: it reports, returns false, and the program goes on. If the
-    // caller ignores the bool, `device` keeps whatever it held and is used as if valid.
+    // The tutorial form: it reports, returns false, and the program goes on. If the caller
+    // ignores the bool, `device` is used as if valid, although cuda.h promises nothing about
+    // what a failed call leaves in its out-parameter: it may be untouched, or not.
     CUdevice device = -1;
     const bool gotDevice = CHECK_DRIVER_BOOL(cuDeviceGet(&device, deviceCount));
-    std::printf("CHECK_DRIVER_BOOL returned %s; device handle is still %d\n", gotDevice ? "true" : "false",
+    std::printf("CHECK_DRIVER_BOOL returned %s\n", gotDevice ? "true" : "false");
+    std::printf("device handle after the failed call: %d (set to -1 before it; not promised either way)\n",
                 static_cast<int>(device));
+    verdict.check("the bool form returned false for the failed call", !gotDevice);
     const CUresult badOrdinal = REPORT_DRIVER(cuDeviceGet(&device, deviceCount));
-    pass = expectError("cuDeviceGet(&device, deviceCount)", badOrdinal, CUDA_ERROR_INVALID_DEVICE) && pass;
-    pass = !gotDevice && pass;
+    printProvoked("cuDeviceGet(&device, deviceCount)", badOrdinal, CUDA_ERROR_INVALID_DEVICE);
+    verdict.check("an ordinal past the last device gives CUDA_ERROR_INVALID_DEVICE",
+                  badOrdinal == CUDA_ERROR_INVALID_DEVICE);
     std::printf("fail-fast form: run with --fail-fast-demo to see CHECK_DRIVER end the program with exit 1\n");
 
-    // Step 5: the lesson's own check: every provoked error had the expected code.
+    // Step 5: the verdict: every provoked error had exactly the expected code.
     course::printStep(5, "check");
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 }

@@ -64,7 +64,8 @@ inline const char* driverErrorHint(CUresult result) {
     switch (result) {
         case CUDA_ERROR_STUB_LIBRARY:
             return "this process loaded NVIDIA's stub libcuda.so (lib64/stubs), which exists only for linking; "
-                   "install the NVIDIA driver, or remove the stubs folder from LD_LIBRARY_PATH";
+                   "something made it the libcuda.so.1 that was loaded (a link or copy under that name on the "
+                   "library path): remove that, and install the NVIDIA driver";
         case CUDA_ERROR_NO_DEVICE:
             return "the driver sees no CUDA device; check nvidia-smi and CUDA_VISIBLE_DEVICES";
         case CUDA_ERROR_NOT_INITIALIZED:

@@ -122,4 +122,28 @@ inline void printStep(int number, const char* title) {
     std::printf("\n== Step %d: %s ==\n", number, title);
 }
 
+// A program's verdict: every check that decides "Result = PASS" goes through check(), which
+// prints one line, "check NAME: ok" or "check NAME: FAIL", at the point where the program
+// knows the answer. finish() prints the Result line and returns the exit code. A line that
+// reports an observation without deciding anything is printed plainly and never called a check.
+// (make mutate breaks a program on purpose and requires the named check's FAIL line.)
+class Verdict {
+public:
+    // Returns `held`, so a program can also branch on it.
+    bool check(const char* name, bool held) {
+        std::printf("check %s: %s\n", name, held ? "ok" : "FAIL");
+        allHeld_ = allHeld_ && held;
+        return held;
+    }
+    bool allHeld() const { return allHeld_; }
+    // "Result = PASS" and EXIT_SUCCESS only if every check held.
+    int finish() const {
+        std::printf("Result = %s\n", allHeld_ ? "PASS" : "FAIL");
+        return allHeld_ ? EXIT_SUCCESS : EXIT_FAILURE;
+    }
+
+private:
+    bool allHeld_ = true;
+};
+
 }  // namespace course

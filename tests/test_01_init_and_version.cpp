@@ -14,9 +14,11 @@ const std::string kLesson = "01-init-and-version";
 TEST_CASE("Lesson 01 reports a driver at least as new as its major version and at least one device",
           "[gpu][lesson01]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     REQUIRE(contains(r.out, "Result = PASS"));
+    CHECK(valueOf(r.out, "check driver major version reaches the toolkit's") == "ok");
+    CHECK(valueOf(r.out, "check each device's PCI bus id leads back to it") == "ok");
 
     // "driver CUDA version: 13.0 (cuDriverGetVersion = 13000)"
     const auto driverLine = valueOf(r.out, "driver CUDA version");
@@ -59,7 +61,7 @@ TEST_CASE("Lesson 01 reports the device's compute capability as the driver does"
     REQUIRE(getAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device) == CUDA_SUCCESS);
     REQUIRE(getAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device) == CUDA_SUCCESS);
 
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "device 0 compute capability") == std::to_string(major) + "." + std::to_string(minor));
 }

@@ -12,14 +12,27 @@ const std::string kLesson = "02-error-check-macro";
 
 TEST_CASE("Lesson 02's provoked errors carry the expected names", "[gpu][lesson02]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
+    CHECK(contains(r.out, "cuDriverGetVersion(nullptr): got CUDA_ERROR_INVALID_VALUE (code 1)"));
     CHECK(contains(r.out, "cuDeviceGetCount before cuInit: got CUDA_ERROR_NOT_INITIALIZED (code 3)"));
     CHECK(contains(r.out, "cuInit(0xFFFFFFFF): got CUDA_ERROR_INVALID_VALUE (code 1)"));
     CHECK(contains(r.out, "cuDeviceGet(&device, deviceCount): got CUDA_ERROR_INVALID_DEVICE (code 101)"));
-    CHECK(contains(r.out, "CHECK_DRIVER_BOOL returned false; device handle is still -1"));
+    CHECK(contains(r.out, "CHECK_DRIVER_BOOL returned false"));
+    // What a failed call leaves in its out-parameter is not promised: only its presence is checked.
+    CHECK(valueOf(r.out, "device handle after the failed call"));
+    for (const char* check : {"a NULL version pointer gives CUDA_ERROR_INVALID_VALUE",
+                              "a call before cuInit gives CUDA_ERROR_NOT_INITIALIZED",
+                              "undefined cuInit flags give CUDA_ERROR_INVALID_VALUE",
+                              "the bool form returned false for the failed call",
+                              "an ordinal past the last device gives CUDA_ERROR_INVALID_DEVICE"})
+        CHECK(valueOf(r.out, std::string("check ") + check) == "ok");
     CHECK(contains(r.out, "Result = PASS"));
+    // The function form stamps its caller's place but cannot know the call's text.
+    CHECK(contains(r.out, "function form: code 1 at "));
+    CHECK(contains(r.out, "call text: (not available to a function)"));
     // The reports themselves went to stderr, each naming the call and its place.
+    CHECK(contains(r.err, "CUDA driver call failed: cuDriverGetVersion(nullptr)"));
     CHECK(contains(r.err, "CUDA driver call failed: cuDeviceGetCount(&deviceCount)"));
     CHECK(contains(r.err, "CUDA driver call failed: cuInit(0xFFFFFFFFu)"));
     CHECK(contains(r.err, "CUDA driver call failed: cuDeviceGet(&device, deviceCount)"));

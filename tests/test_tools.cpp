@@ -2,9 +2,11 @@
 // lesson runner's summary table, and the Makefile's own targets.
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <string>
 
@@ -186,4 +188,105 @@ TEST_CASE("The sanitize runner's table counts each tool's errors, also with runs
         CHECK(sawSkip);
         CHECK(sawRacy);
     }
+}
+
+namespace {
+
+// A stand-in course for common/tools/mutate.sh: one lesson, 99-demo, whose program is a shell
+// script with one check that holds while `answer=42`, and a Makefile with the one target the
+// runner uses (build-99). Returns the tree's root.
+std::string fakeMutationTree() {
+    const std::string root = buildDir() + "/tests/fakes/mutate-tree";
+    REQUIRE(std::system(("rm -rf " + root + " && mkdir -p " + root + "/99-demo " + root + "/tests/mutants/99-demo")
+                            .c_str()) == 0);
+    std::ofstream(root + "/99-demo/demo.sh") << "#!/bin/sh\n"
+                                                "answer=42\n"
+                                                "if [ $answer = 42 ]; then\n"
+                                                "    echo 'check answer is 42: ok'; echo 'Result = PASS'; exit 0\n"
+                                                "fi\n"
+                                                "echo 'check answer is 42: FAIL'; echo 'Result = FAIL'; exit 1\n";
+    std::ofstream(root + "/Makefile") << "build-99:\n\tmkdir -p $(BUILD)/99-demo && cp 99-demo/demo.sh "
+                                         "$(BUILD)/99-demo/demo && chmod +x $(BUILD)/99-demo/demo\n";
+    return root;
+}
+
+void writeMutant(const std::string& root, const std::string& name, const std::string& header,
+                 const std::string& from, const std::string& to) {
+    std::ofstream(root + "/tests/mutants/99-demo/" + name + ".patch")
+        << header << "\n--- a/99-demo/demo.sh\n+++ b/99-demo/demo.sh\n@@ -1,3 +1,3 @@\n #!/bin/sh\n-" << from
+        << "\n+" << to << "\n if [ $answer = 42 ]; then\n";
+}
+
+RunResult runMutate(const std::string& root, const std::string& driverProbe, std::vector<std::string> patches) {
+    RunOptions options;
+    options.args = {repoRoot() + "/common/tools/mutate.sh"};
+    for (const std::string& patch : patches) options.args.push_back(root + "/tests/mutants/99-demo/" + patch);
+    options.workingDir = root;
+    options.setEnv = {{"BUILD", root + "/build"}, {"DRIVER_PROBE", driverProbe}, {"MUTATE_JOBS", "2"}};
+    options.unsetEnv = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL"};
+    return run("bash", options);
+}
+
+}  // namespace
+
+TEST_CASE("make mutate's runner tells a caught mutant from one not caught, and from one that does not apply",
+          "[cpu][tools]") {
+    const std::string root = fakeMutationTree();
+    const std::string header = "Mutant: breaks the answer\nProgram: demo\nExpect-Check: answer is 42\n";
+    writeMutant(root, "wrong-answer", header, "answer=42", "answer=41");
+    writeMutant(root, "harmless", header, "answer=42", "answer=42 # same");
+    writeMutant(root, "stale", header, "answer=7", "answer=8");
+    writeMutant(root, "no-check", "Mutant: names no check\nProgram: demo\n", "answer=42", "answer=41");
+
+    // A usable GPU (the probe says yes): mutants are run.
+    const RunResult r = runMutate(root, "/bin/true", {"wrong-answer.patch", "harmless.patch", "stale.patch",
+                                                      "no-check.patch"});
+    CHECK(r.exitCode == 1);
+    CHECK(std::regex_search(r.out, std::regex(R"(99-demo/wrong-answer +answer is 42 +caught\n)")));
+    CHECK(std::regex_search(r.out, std::regex(R"(99-demo/harmless +answer is 42 +NOT CAUGHT \(exit 0; no 'Result = FAIL'; no 'check answer is 42: FAIL'\))")));
+    CHECK(std::regex_search(r.out, std::regex(R"(99-demo/stale +answer is 42 +did not apply)")));
+    CHECK(std::regex_search(r.out, std::regex(R"(99-demo/no-check +header: needs Mutant, Program and Expect-Check)")));
+    CHECK(contains(r.out, "mutants: 4, caught: 1"));
+    // The lesson's own source is untouched: the patch went into a copy.
+    std::ifstream source(root + "/99-demo/demo.sh");
+    std::string text((std::istreambuf_iterator<char>(source)), std::istreambuf_iterator<char>());
+    CHECK(contains(text, "answer=42\n"));
+
+    // No usable GPU: every mutant is applied and built, none run, and that passes.
+    const RunResult built = runMutate(root, "/bin/false", {"wrong-answer.patch", "harmless.patch"});
+    CHECK(built.exitCode == 0);
+    CHECK(std::regex_search(built.out, std::regex(R"(99-demo/harmless +answer is 42 +built \(not run: no GPU\))")));
+    CHECK(contains(built.out, "mutants: 2 applied and built; none run"));
+}
+
+TEST_CASE("Every mutant names a lesson program and a check that the program prints", "[cpu][tools]") {
+    // The header's Program must be one of the lesson's programs, and its Expect-Check must be
+    // a check the lesson's source passes to verdict.check (so a renamed check cannot leave a
+    // mutant looking for a line that no longer exists).
+    RunOptions listing;
+    listing.args = {"-c", "ls " + repoRoot() + "/tests/mutants/*/*.patch"};
+    const RunResult list = run("sh", listing);
+    REQUIRE(list.exitCode == 0);
+    int mutants = 0;
+    for (const std::string& patch : lines(list.out)) {
+        if (patch.empty()) continue;
+        ++mutants;
+        INFO(patch);
+        std::ifstream in(patch);
+        std::string program;
+        std::string check;
+        for (std::string line; std::getline(in, line) && line.rfind("--- ", 0) != 0;) {
+            if (line.rfind("Program: ", 0) == 0) program = line.substr(9);
+            if (line.rfind("Expect-Check: ", 0) == 0) check = line.substr(14);
+        }
+        const std::string folder = patch.substr(0, patch.rfind('/'));
+        const std::string lesson = folder.substr(folder.rfind('/') + 1);
+        const std::vector<std::string> programs = lessonPrograms(lesson);
+        CHECK(std::find(programs.begin(), programs.end(), program) != programs.end());
+        RunOptions search;
+        search.args = {"-rqF", "\"" + check + "\"", repoRoot() + "/" + lesson};
+        const RunResult grep = run("grep", search);
+        CHECK(grep.exitCode == 0);
+    }
+    CHECK(mutants > 0);
 }

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# mutate.sh PATCH... — mutation tests: each patch breaks one behaviour of one lesson program,
+# and the program's own checks must notice.
+#
+# A mutant is tests/mutants/NN-topic/NAME.patch: a unified diff (paths a/NN-topic/FILE,
+# b/NN-topic/FILE, as `git diff` writes them) preceded by a header that patch(1) ignores:
+#   Mutant: what the patch breaks, in one sentence
+#   Program: the lesson program it breaks (a name from build/NN-topic/programs.txt)
+#   Arguments: optional command-line arguments for the run
+#   Expect-Check: the name of the check that must then fail ("check NAME: FAIL")
+#
+# For each patch: copy the lesson (timestamps kept) beside links to everything else, apply the
+# patch, build the lesson with the course's Makefile into its own build folder (seeded with the
+# course's build, so only the patched files recompile), and — where a GPU is usable — run the
+# program. A mutant is CAUGHT when the program exits 1, prints "Result = FAIL" and prints
+# "check NAME: FAIL" for the check its header names. Without a GPU every mutant is applied and
+# built only. Builds run in parallel (MUTATE_JOBS, default: the number of cores); runs are one
+# at a time, because several lessons compare free device memory.
+#
+# Environment: BUILD (the course's build folder, default build), MAKE, DRIVER_PROBE (a
+# driver-probe binary: its exit code says whether a GPU is usable), MUTATE_RUN=0 (build only).
+# Exit code: 0 when every mutant applied and built and, where run, was caught or could not
+# apply here (exit 77: "not applicable"); 1 otherwise.
+set -uo pipefail
+. "$(dirname "$0")/lesson-label.sh"
+
+root=$(pwd)
+build=$(realpath -m "${BUILD:-build}")
+work="$build/mutants"
+jobs=${MUTATE_JOBS:-$(nproc)}
+make_cmd=${MAKE:-make}
+
+header() {  # header FIELD PATCH: the field's value from the patch's header (before the diff)
+    sed -n "/^--- /q; s/^$1: *//p" "$2" | head -n 1
+}
+
+run_gpu=0
+if [ "${MUTATE_RUN:-1}" != 0 ] && [ -n "${DRIVER_PROBE:-}" ] && "$DRIVER_PROBE" >/dev/null 2>&1; then
+    run_gpu=1
+fi
+
+if [ $# -eq 0 ]; then
+    echo "mutate: no mutants given (tests/mutants/NN-topic/*.patch)" >&2
+    exit 1
+fi
+
+# Prepares and builds one mutant; writes its state to DIR/state: "built", "did not apply: ...",
+# "header: ..." or "build failed". Runs as a background job.
+prepare() {
+    local patch=$1 dir=$2
+    local lesson program check
+    lesson=$(basename "$(dirname "$patch")")
+    program=$(header Program "$patch")
+    check=$(header Expect-Check "$patch")
+    rm -rf "$dir" && mkdir -p "$dir/src" "$dir/build"
+    if [ ! -d "$root/$lesson" ] || [ -z "$program" ] || [ -z "$check" ] || [ -z "$(header Mutant "$patch")" ]; then
+        echo "header: needs Mutant, Program and Expect-Check, in tests/mutants/<lesson folder>/" >"$dir/state"
+        return
+    fi
+    # The source tree: the lesson copied, everything else linked.
+    local entry
+    for entry in "$root"/*; do
+        [ "$(basename "$entry")" = "$(basename "$build")" ] && continue
+        [ "$(basename "$entry")" = "$lesson" ] && continue
+        ln -s "$entry" "$dir/src/$(basename "$entry")"
+    done
+    cp -a "$root/$lesson" "$dir/src/$lesson"
+    if ! patch -s -p1 -d "$dir/src" --no-backup-if-mismatch -r - <"$patch" >"$dir/patch.log" 2>&1; then
+        echo "did not apply: $(head -n 1 "$dir/patch.log")" >"$dir/state"
+        return
+    fi
+    # Seed the build with the course's own (timestamps kept) so that only what the patch
+    # touched is rebuilt.
+    [ -d "$build/$lesson" ] && cp -a "$build/$lesson" "$dir/build/"
+    [ -d "$build/setup" ] && cp -a "$build/setup" "$dir/build/"
+    if (cd "$dir/src" && $make_cmd --no-print-directory BUILD="$dir/build" "build-${lesson%%-*}") >"$dir/build.log" 2>&1 &&
+        [ -x "$dir/build/$lesson/$program" ]; then
+        echo "built" >"$dir/state"
+    else
+        echo "build failed" >"$dir/state"
+    fi
+}
+
+# Build every mutant, at most $jobs at a time.
+patches=("$@")
+for patch in "${patches[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+    name=$(basename "$(dirname "$patch")")/$(basename "$patch" .patch)
+    prepare "$patch" "$work/$name" &
+done
+wait
+
+rows=()
+bad=0
+caught=0
+for patch in "${patches[@]}"; do
+    name=$(basename "$(dirname "$patch")")/$(basename "$patch" .patch)
+    dir="$work/$name"
+    lesson=$(basename "$(dirname "$patch")")
+    program=$(header Program "$patch")
+    check=$(header Expect-Check "$patch")
+    state=$(cat "$dir/state" 2>/dev/null || echo "not prepared")
+    if [ "$state" != built ]; then
+        status="$state"
+        bad=1
+        [ -f "$dir/build.log" ] && [ "$state" = "build failed" ] && tail -n 20 "$dir/build.log" | sed "s|^|  $name: |" >&2
+    elif [ $run_gpu = 0 ]; then
+        status="built (not run: no GPU)"
+    else
+        read -r -a arguments <<<"$(header Arguments "$patch")"
+        printf '\n################ mutant %s (%s) ################\n' "$name" "$(header Mutant "$patch")"
+        (cd "$dir" && timeout 300 "$dir/build/$lesson/$program" "${arguments[@]}") >"$dir/run.log" 2>&1
+        code=$?
+        cat "$dir/run.log"
+        if [ $code -eq 77 ]; then
+            status="not applicable here: $(skip_reason "$dir/run.log")"
+        elif [ $code -eq 1 ] && grep -qx 'Result = FAIL' "$dir/run.log" &&
+            grep -qxF "check $check: FAIL" "$dir/run.log"; then
+            status="caught"
+            caught=$((caught + 1))
+        else
+            reasons=()
+            [ $code -ne 1 ] && reasons+=("exit $code")
+            grep -qx 'Result = FAIL' "$dir/run.log" || reasons+=("no 'Result = FAIL'")
+            grep -qxF "check $check: FAIL" "$dir/run.log" || reasons+=("no 'check $check: FAIL'")
+            status="NOT CAUGHT ($(IFS=';'; echo "${reasons[*]}" | sed 's/;/; /g'))"
+            bad=1
+        fi
+    fi
+    rows+=("$(printf '%-46s %-58s %s' "$name" "$check" "$status")")
+done
+
+printf '\n%-46s %-58s %s\n' "mutant" "expected check" "result"
+printf '%s\n' "$(printf '%.0s-' {1..130})"
+printf '%s\n' "${rows[@]}"
+if [ $run_gpu = 1 ]; then
+    echo "mutants: ${#patches[@]}, caught: $caught"
+else
+    echo "mutants: ${#patches[@]} applied and built; none run (no usable GPU: the driver probe says why)"
+fi
+exit $bad
