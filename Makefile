@@ -16,12 +16,20 @@
 #                                       build/setup/egl.cflags and egl.libs say what it found
 #                        _BENCH := yes  the program has a --bench mode (make bench runs it);
 #                                       with _PROGRAMS, the names of the programs that have one
+#                        _RUN_ALONE     the programs that time something or compare free device
+#                                       memory: the tests run them with nothing beside them
+#                                       (build/NN-topic/run-alone.txt); the others run in parallel
 #                        _PROGRAMS      several programs, run in this order by make run-NN:
 #                                       program P is P.cpp plus the files in _P_SOURCES
 #                                       (other .cpp or .cu files of the lesson folder)
 #                                       -> build/NN-topic/P
 #
 # `make help` lists the targets.
+
+# Every core by default: `make` and `make test` build in parallel unless -j is given (-j1 too).
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+endif
 
 CUDA_PATH ?= /usr/local/cuda
 BUILD     ?= build
@@ -122,7 +130,8 @@ $(1)_BINS      := $$(addprefix $(BUILD)/$(1)/,$$($(1)_PROGRAM_NAMES))
 $(1)_BIN       := $$(firstword $$($(1)_BINS))
 $(1)_BENCH_BINS := $$(if $$(filter yes,$$($(1)_BENCH)),$$($(1)_BINS),$$(addprefix $(BUILD)/$(1)/,$$($(1)_BENCH)))
 $(1)_PROGRAM_LIST := $(BUILD)/$(1)/programs.txt
-$(1)_ALL       := $$($(1)_BINS) $$($(1)_MODULES) $$($(1)_STANDALONE) $$($(1)_PROGRAM_LIST)
+$(1)_RUN_ALONE_LIST := $(BUILD)/$(1)/run-alone.txt
+$(1)_ALL       := $$($(1)_BINS) $$($(1)_MODULES) $$($(1)_STANDALONE) $$($(1)_PROGRAM_LIST) $$($(1)_RUN_ALONE_LIST)
 $(1)_SETUP_STAMPS := $$(patsubst %,$(BUILD)/setup/%.ok,$$($(1)_SETUP))
 $(1)_HOST_OBJS := $$(patsubst %.cpp,$(BUILD)/%.o,$$(wildcard $(1)/*.cpp))
 $(1)_CU_OBJS   := $$(patsubst %.cu,$(BUILD)/%.cu.o,$$(wildcard $(1)/*.cu))
@@ -142,6 +151,11 @@ $$(if $$($(1)_PROGRAMS),\
 $$($(1)_PROGRAM_LIST): $(wildcard $(1)/lesson.mk) Makefile
 	@mkdir -p $$(@D)
 	$(Q)printf '%s\n' $$($(1)_PROGRAM_NAMES) >$$@
+
+# The programs that must run alone (time something, compare free memory), for the tests.
+$$($(1)_RUN_ALONE_LIST): $(wildcard $(1)/lesson.mk) Makefile
+	@mkdir -p $$(@D)
+	$(Q)printf '%s\n' $$($(1)_RUN_ALONE) >$$@
 
 $(BUILD)/$(1)/%: $(1)/standalone/%.cpp
 	@echo "  CXX     $$@"

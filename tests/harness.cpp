@@ -9,11 +9,15 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "common/course_util.h"
 
@@ -58,32 +62,62 @@ std::string stubDriverDir() {
     return buildDir() + "/stub-driver";
 }
 
-RunResult run(const std::string& program, const RunOptions& options) {
+RunResult runQuietly(const std::string& program, const RunOptions& options) {
+    RunResult result;
+    result.program = program;
+    result.workingDir = options.workingDir;
+    // Everything the child needs is built here, before fork: between fork and exec a child of a
+    // multi-threaded process (runAll) may only make async-signal-safe calls, and malloc is not one.
+    std::vector<std::string> arguments{program};
+    arguments.insert(arguments.end(), options.args.begin(), options.args.end());
+    std::vector<char*> argv;
+    for (auto& argument : arguments) argv.push_back(argument.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> environment;
+    for (char** variable = environ; *variable != nullptr; ++variable) {
+        const std::string entry = *variable;
+        const std::string name = entry.substr(0, entry.find('='));
+        if (options.setEnv.count(name) != 0) continue;
+        if (std::find(options.unsetEnv.begin(), options.unsetEnv.end(), name) != options.unsetEnv.end()) continue;
+        environment.push_back(entry);
+    }
+    for (const auto& [name, value] : options.setEnv) environment.push_back(name + "=" + value);
+    std::vector<char*> envp;
+    for (auto& entry : environment) envp.push_back(entry.data());
+    envp.push_back(nullptr);
+    const std::string cannotExecute = "harness: cannot execute " + program + "\n";
+
     int outPipe[2];
     int errPipe[2];
-    REQUIRE(pipe2(outPipe, O_CLOEXEC) == 0);
-    REQUIRE(pipe2(errPipe, O_CLOEXEC) == 0);
-
+    if (pipe2(outPipe, O_CLOEXEC) != 0) {
+        result.err = std::string("harness: pipe: ") + std::strerror(errno);
+        return result;
+    }
+    if (pipe2(errPipe, O_CLOEXEC) != 0) {
+        result.err = std::string("harness: pipe: ") + std::strerror(errno);
+        close(outPipe[0]);
+        close(outPipe[1]);
+        return result;
+    }
     const pid_t pid = fork();
-    REQUIRE(pid >= 0);
     if (pid == 0) {
         dup2(outPipe[1], STDOUT_FILENO);
         dup2(errPipe[1], STDERR_FILENO);
-        for (const auto& [name, value] : options.setEnv) setenv(name.c_str(), value.c_str(), 1);
-        for (const auto& name : options.unsetEnv) unsetenv(name.c_str());
         if (!options.workingDir.empty() && chdir(options.workingDir.c_str()) != 0) _exit(126);
-        std::vector<char*> argv;
-        argv.push_back(const_cast<char*>(program.c_str()));
-        for (const auto& arg : options.args) argv.push_back(const_cast<char*>(arg.c_str()));
-        argv.push_back(nullptr);
-        execvp(program.c_str(), argv.data());  // a bare name ("make") is looked up on PATH
-        std::fprintf(stderr, "harness: cannot execute %s: %s\n", program.c_str(), std::strerror(errno));
+        execvpe(program.c_str(), argv.data(), envp.data());  // a bare name ("make") is looked up on PATH
+        const ssize_t ignored = write(STDERR_FILENO, cannotExecute.data(), cannotExecute.size());
+        (void)ignored;
         _exit(127);
     }
     close(outPipe[1]);
     close(errPipe[1]);
+    if (pid < 0) {
+        close(outPipe[0]);
+        close(errPipe[0]);
+        result.err = std::string("harness: fork: ") + std::strerror(errno);
+        return result;
+    }
 
-    RunResult result;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.timeoutSeconds);
     pollfd fds[2] = {{outPipe[0], POLLIN, 0}, {errPipe[0], POLLIN, 0}};
     std::string* sinks[2] = {&result.out, &result.err};
@@ -96,7 +130,10 @@ RunResult run(const std::string& program, const RunOptions& options) {
             kill(pid, SIGKILL);
             break;
         }
-        if (poll(fds, 2, static_cast<int>(left.count())) < 0) break;
+        if (poll(fds, 2, static_cast<int>(left.count())) < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
         for (int i = 0; i < 2; ++i) {
             if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP)) == 0) continue;
             char buffer[4096];
@@ -115,28 +152,132 @@ RunResult run(const std::string& program, const RunOptions& options) {
     int status = 0;
     waitpid(pid, &status, 0);
     result.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    result.program = program;
+    return result;
+}
+
+RunResult run(const std::string& program, const RunOptions& options) {
+    RunResult result = runQuietly(program, options);
     attachToReport(result);
     return result;
 }
 
+std::vector<RunResult> runAll(const std::vector<Job>& jobs, unsigned parallel) {
+    if (parallel == 0) parallel = std::max(1u, std::thread::hardware_concurrency());
+    std::vector<RunResult> results(jobs.size());
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+        for (size_t i = next++; i < jobs.size(); i = next++) results[i] = runQuietly(jobs[i].program, jobs[i].options);
+    };
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < std::min<size_t>(parallel, jobs.size()); ++t) threads.emplace_back(worker);
+    for (auto& thread : threads) thread.join();
+    return results;
+}
+
 void attachToReport(const RunResult& result) {
-    UNSCOPED_INFO("ran " << result.program << " -> exit " << result.exitCode
-                         << (result.timedOut ? " (timed out)" : "") << "\n--- stdout ---\n"
+    UNSCOPED_INFO("ran " << result.program << (result.workingDir.empty() ? "" : " in " + result.workingDir)
+                         << " -> exit " << result.exitCode << (result.timedOut ? " (timed out)" : "")
+                         << "\n--- stdout ---\n"
                          << result.out << "--- stderr ---\n"
                          << result.err);
 }
 
-const RunResult& defaultRun(std::string lesson, std::string program) {
-    static std::map<std::string, RunResult> runs;
-    const std::string key = lesson + "/" + program;
-    auto it = runs.find(key);
-    if (it == runs.end()) {
-        it = runs.emplace(key, runLesson(lesson, {}, program)).first;
-    } else {
-        attachToReport(it->second);
+bool runsAlone(const std::string& programPath) {
+    // The lesson is the program's folder's name, for the course's build (build/NN-topic/P) and
+    // for a build outside it (.../NN-topic/P) alike; the list is the course build's.
+    const std::string folder = programPath.substr(0, programPath.rfind('/'));
+    const std::string lesson = folder.substr(folder.rfind('/') + 1);
+    const std::string name = programPath.substr(programPath.rfind('/') + 1);
+    std::ifstream list(buildDir() + "/" + lesson + "/run-alone.txt");
+    for (std::string line; std::getline(list, line);)
+        if (line == name) return true;
+    return false;
+}
+
+namespace {
+
+// The shared plain runs, by kind ("plain" or "terminal") and program path.
+std::mutex cacheMutex;
+std::map<std::string, RunResult> cache;
+
+RunOptions plainOptions() {
+    RunOptions options;
+    options.workingDir = "/";  // never the repository: programs find their files from the executable
+    return options;
+}
+
+// A terminal's view: stdout and stderr through one pipe, in the order the program wrote them.
+Job terminalJob(const std::string& programPath) {
+    RunOptions options = plainOptions();
+    options.args = {"-c", "exec \"$0\" 2>&1", programPath};
+    return Job{"/bin/sh", options};
+}
+
+const std::string& programOf(const Job& job) {
+    return job.program == "/bin/sh" && !job.options.args.empty() ? job.options.args.back() : job.program;
+}
+
+}  // namespace
+
+std::vector<RunResult> runPrograms(const std::vector<Job>& jobs) {
+    std::vector<Job> together;
+    std::vector<size_t> togetherAt;
+    std::vector<size_t> aloneAt;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        if (runsAlone(programOf(jobs[i]))) {
+            aloneAt.push_back(i);
+        } else {
+            together.push_back(jobs[i]);
+            togetherAt.push_back(i);
+        }
     }
+    std::vector<RunResult> results(jobs.size());
+    const auto parallel = runAll(together, std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
+    for (size_t k = 0; k < parallel.size(); ++k) results[togetherAt[k]] = parallel[k];
+    for (size_t i : aloneAt) results[i] = runQuietly(jobs[i].program, jobs[i].options);
+    return results;
+}
+
+void prepareSharedRuns() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        if (!driver().usable()) return;
+        std::vector<Job> jobs;
+        std::vector<std::string> keys;
+        for (const auto& lesson : lessonFolders())
+            for (const auto& program : lessonPrograms(lesson)) {
+                const std::string path = lessonBinary(lesson, program);
+                jobs.push_back(Job{path, plainOptions()});
+                keys.push_back("plain " + path);
+                jobs.push_back(terminalJob(path));
+                keys.push_back("terminal " + path);
+            }
+        const auto results = runPrograms(jobs);
+        const std::lock_guard<std::mutex> lock(cacheMutex);
+        for (size_t i = 0; i < jobs.size(); ++i) cache.emplace(keys[i], results[i]);
+    });
+}
+
+namespace {
+
+RunResult sharedRun(const std::string& key, const Job& job) {
+    prepareSharedRuns();
+    const std::lock_guard<std::mutex> lock(cacheMutex);
+    auto it = cache.find(key);
+    if (it == cache.end()) it = cache.emplace(key, runQuietly(job.program, job.options)).first;
+    attachToReport(it->second);
     return it->second;
+}
+
+}  // namespace
+
+RunResult defaultRun(const std::string& lesson, const std::string& program) {
+    const std::string path = lessonBinary(lesson, program);
+    return sharedRun("plain " + path, Job{path, plainOptions()});
+}
+
+std::string terminalOutput(const std::string& programPath) {
+    return sharedRun("terminal " + programPath, terminalJob(programPath)).out;
 }
 
 RunResult runLesson(const std::string& lesson, const RunOptions& options, const std::string& program) {

@@ -35,7 +35,8 @@ struct RunResult {
     std::string out;    // stdout
     std::string err;    // stderr
     bool timedOut = false;
-    std::string program;  // what ran
+    std::string program;     // what ran
+    std::string workingDir;  // where it ran (empty: the test's own working directory)
 };
 
 struct RunOptions {
@@ -47,14 +48,36 @@ struct RunOptions {
 };
 
 RunResult run(const std::string& program, const RunOptions& options = {});
+// The same without a word to Catch2 (no assertion, nothing attached to the report), so that
+// it may be called from any thread.
+RunResult runQuietly(const std::string& program, const RunOptions& options = {});
 // Runs build/NN-topic/NN-topic (or the named program of the lesson) with the options.
 RunResult runLesson(const std::string& lesson, const RunOptions& options = {}, const std::string& program = "");
-// The lesson's plain run (no arguments, no environment changes), made once per test
-// process and shared by every test that only reads its output: a lesson is a
-// deterministic program, and some take seconds (lesson 04 creates contexts).
-// The names are taken by value: a reference to a temporary string here is what g++ 13's
-// -Wdangling-reference warns about when the result is kept as a reference.
-const RunResult& defaultRun(std::string lesson, std::string program = "");
+
+// Many runs at once, at most `parallel` at a time (0: one per core), results in the jobs' order.
+struct Job {
+    std::string program;
+    RunOptions options;
+};
+std::vector<RunResult> runAll(const std::vector<Job>& jobs, unsigned parallel = 0);
+// Whether a lesson program must run with nothing else on the GPU or the CPU, because it times
+// something or compares free device memory: lesson.mk's NN-topic_RUN_ALONE, which the Makefile
+// writes to build/NN-topic/run-alone.txt.
+bool runsAlone(const std::string& programPath);
+// Runs lesson programs: those that may run beside others in parallel, then the ones that must
+// run alone, one at a time. Results in the jobs' order. (A job may also be /bin/sh whose last
+// argument is the program.)
+std::vector<RunResult> runPrograms(const std::vector<Job>& jobs);
+
+// The lesson's plain run (no arguments, no environment changes, started from / so that it also
+// shows the program does not depend on the working directory), made once per test process and
+// shared by every test that only reads its output: a lesson is a deterministic program, and
+// some take seconds. On a machine with a usable GPU the first call runs every program of every
+// lesson this way (runPrograms: in parallel where allowed). Returned by value.
+RunResult defaultRun(const std::string& lesson, const std::string& program = "");
+// What the program's plain run prints with stdout and stderr through one pipe, as a terminal
+// shows them (the README's "Expected output"), shared the same way. Any program path.
+std::string terminalOutput(const std::string& programPath);
 // Attaches a run's exit code and output to the running test's report, shown if it fails.
 void attachToReport(const RunResult& result);
 // Runs a lesson against NVIDIA's stub libcuda.so: the program loads on any machine and

@@ -57,21 +57,32 @@ std::string buildOutsideBlock(const std::string& readme) {
 }
 
 // What the lesson's programs print, stdout and stderr together as a terminal shows them, in
-// the form of common/tools/capture-output.sh (a header line per program when there are several).
-// `allSkipped` tells whether every program exited 77.
-std::string lessonOutput(const std::string& folder, const std::string& programDir, bool& allSkipped) {
+// the form of common/tools/capture-output.sh (a header line per program when there are several),
+// from the outputs given in the lesson's program order. `allSkipped` tells whether every program
+// exited 77.
+std::string lessonOutput(const std::string& folder, const std::vector<RunResult>& runs, bool& allSkipped) {
     const auto programs = lessonPrograms(folder);
     std::string text;
     allSkipped = true;
-    for (size_t i = 0; i < programs.size(); ++i) {
+    for (size_t i = 0; i < programs.size() && i < runs.size(); ++i) {
         if (programs.size() > 1) text += (i > 0 ? "\n" : "") + ("################ " + folder + "/" + programs[i] + " ################\n");
-        RunOptions options;
-        options.args = {"-c", "exec \"$0\" 2>&1", programDir + "/" + programs[i]};
-        const RunResult r = run("/bin/sh", options);
-        allSkipped = allSkipped && r.exitCode == course::kExitNotApplicable;
-        text += r.out;
+        allSkipped = allSkipped && runs[i].exitCode == course::kExitNotApplicable;
+        text += runs[i].out;
     }
     return text;
+}
+
+// The course's own build of a lesson, as a terminal shows it (the shared runs of the harness).
+std::string courseOutput(const std::string& folder, bool& allSkipped) {
+    std::vector<RunResult> runs;
+    for (const auto& program : lessonPrograms(folder)) {
+        RunResult terminal;
+        terminal.out = terminalOutput(lessonBinary(folder, program));
+        // The exit code of the plain run of the same program: both are the same deterministic run.
+        terminal.exitCode = defaultRun(folder, program).exitCode;
+        runs.push_back(terminal);
+    }
+    return lessonOutput(folder, runs, allSkipped);
 }
 
 // Replaces what differs from run to run or machine to machine with a placeholder.
@@ -180,7 +191,7 @@ TEST_CASE("Each lesson's README expected output matches what the lesson prints o
     for (const auto& folder : lessonFolders()) {
         const std::string readme = readText(repoRoot() + "/" + folder + "/README.md");
         bool allSkipped = false;
-        auto actual = lines(lessonOutput(folder, buildDir() + "/" + folder, allSkipped));
+        auto actual = lines(courseOutput(folder, allSkipped));
         if (allSkipped) continue;  // its README shows the run on hardware where it applies
         // The README block starts at the program's first non-blank line.
         while (!actual.empty() && actual.front().empty()) actual.erase(actual.begin());
@@ -238,26 +249,35 @@ TEST_CASE("Labels, not values, are what the docs test compares across machines",
 // Copies the lesson folder and common/ into an empty folder and runs exactly the commands its
 // README shows; every program of the lesson must come out of it.
 TEST_CASE("Each lesson builds outside the course with the command its README shows", "[cpu][docs][outside][outside-build]") {
+    // Every lesson's commands run at once (one build per core), then each is checked.
     const std::string root = buildDir() + "/tests/outside";
-    for (const auto& folder : lessonFolders()) {
+    const auto folders = lessonFolders();
+    std::vector<Job> builds;
+    for (const auto& folder : folders) {
+        const std::string commands = buildOutsideBlock(readText(repoRoot() + "/" + folder + "/README.md"));
+        const std::string copy = root + "/" + folder;
+        Job build;
+        build.program = "/bin/bash";
+        // A fresh copy of the lesson folder and common/, then exactly the README's commands.
+        build.options.args = {"-euo", "pipefail", "-c",
+                              "rm -rf \"$1\" && mkdir -p \"$1\" && cp -r \"$2/$3\" \"$2/common\" \"$1/\" && cd \"$1/$3\" && " +
+                                  std::string("eval \"$4\""),
+                              "bash", copy, repoRoot(), folder, commands};
+        build.options.timeoutSeconds = 600;
+        builds.push_back(build);
+    }
+    const auto results = runAll(builds);
+    for (size_t i = 0; i < folders.size(); ++i) {
+        const std::string& folder = folders[i];
         INFO(folder);
         const std::string commands = buildOutsideBlock(readText(repoRoot() + "/" + folder + "/README.md"));
         REQUIRE_FALSE(commands.empty());
         CHECK(commands == buildOutsideBlock(readText(repoRoot() + "/" + folder + "/README.zh-CN.md")));
-        const std::string copy = root + "/" + folder;
-        RunOptions prepare;
-        prepare.args = {"-c", "rm -rf \"$1\" && mkdir -p \"$1\" && cp -r \"$2/$3\" \"$2/common\" \"$1/\"", "sh", copy,
-                        repoRoot(), folder};
-        REQUIRE(run("/bin/sh", prepare).exitCode == 0);
-        RunOptions build;
-        build.args = {"-euo", "pipefail", "-c", commands};
-        build.workingDir = copy + "/" + folder;
-        build.timeoutSeconds = 600;
-        const RunResult r = run("/bin/bash", build);
-        CHECK(r.exitCode == 0);
+        attachToReport(results[i]);
+        CHECK(results[i].exitCode == 0);
         for (const auto& program : lessonPrograms(folder)) {
             INFO("program " << program);
-            CHECK(access((build.workingDir + "/" + program).c_str(), X_OK) == 0);
+            CHECK(access((root + "/" + folder + "/" + folder + "/" + program).c_str(), X_OK) == 0);
         }
     }
 }
@@ -265,15 +285,31 @@ TEST_CASE("Each lesson builds outside the course with the command its README sho
 TEST_CASE("Programs built outside the course run on this GPU with the course's result", "[gpu][docs][outside]") {
     requireGpu();
     const std::string root = buildDir() + "/tests/outside";
+    // Every outside-built program, run the way the course's own are (runPrograms: in parallel
+    // where the lesson allows it).
+    std::vector<Job> jobs;
+    for (const auto& folder : lessonFolders())
+        for (const auto& program : lessonPrograms(folder)) {
+            Job job;
+            job.program = "/bin/sh";
+            job.options.args = {"-c", "exec \"$0\" 2>&1", root + "/" + folder + "/" + folder + "/" + program};
+            job.options.workingDir = "/";
+            jobs.push_back(job);
+        }
+    const auto results = runPrograms(jobs);
+    size_t next = 0;
     for (const auto& folder : lessonFolders()) {
         INFO(folder);
-        const std::string outsideDir = root + "/" + folder + "/" + folder;
-        if (access((outsideDir + "/" + lessonPrograms(folder).front()).c_str(), X_OK) != 0)
+        const auto programs = lessonPrograms(folder);
+        const std::vector<RunResult> runs(results.begin() + static_cast<long>(next),
+                                          results.begin() + static_cast<long>(next + programs.size()));
+        next += programs.size();
+        if (access((root + "/" + folder + "/" + folder + "/" + programs.front()).c_str(), X_OK) != 0)
             FAIL("not built outside the course yet: run the [outside] CPU test first (make test runs it)");
         bool outsideSkipped = false;
         bool courseSkipped = false;
-        const auto outside = lines(lessonOutput(folder, outsideDir, outsideSkipped));
-        const auto course = lines(lessonOutput(folder, buildDir() + "/" + folder, courseSkipped));
+        const auto outside = lines(lessonOutput(folder, runs, outsideSkipped));
+        const auto course = lines(courseOutput(folder, courseSkipped));
         CHECK(outsideSkipped == courseSkipped);
         std::vector<std::string> outsideResults;
         std::vector<std::string> courseResults;

@@ -38,15 +38,26 @@ bool namesSourceLine(const std::string& text) {
     return std::regex_search(text, place);
 }
 
+// The same options for every program, run at once (runAll), results in everyProgram()'s order.
+std::vector<RunResult> runEveryProgram(const RunOptions& options, bool onlyWithDeviceOption = false) {
+    std::vector<Job> jobs;
+    for (const auto& [lesson, program] : everyProgram())
+        if (!onlyWithDeviceOption || takesDeviceOption(lesson)) jobs.push_back(Job{lessonBinary(lesson, program), options});
+    return runAll(jobs);
+}
+
 }  // namespace
 
 TEST_CASE("Every lesson run against NVIDIA's stub library names CUDA_ERROR_STUB_LIBRARY and exits 1", "[cpu][faults]") {
+    RunOptions options;
+    options.setEnv["LD_LIBRARY_PATH"] = stubDriverDir();
+    options.timeoutSeconds = 60;
+    const auto results = runEveryProgram(options);
+    size_t i = 0;
     for (const auto& [lesson, program] : everyProgram()) {
         INFO(lesson << "/" << program);
-        RunOptions options;
-        options.setEnv["LD_LIBRARY_PATH"] = stubDriverDir();
-        options.timeoutSeconds = 60;
-        const RunResult r = runLesson(lesson, options, program);
+        const RunResult& r = results[i++];
+        attachToReport(r);
         CHECK_FALSE(crashedOrHung(r));
         // A program that cannot apply on any machine like this one (built without EGL, say)
         // may stop before the driver with exit 77 and its reason; every other one meets the stub.
@@ -61,7 +72,7 @@ TEST_CASE("Every lesson run against NVIDIA's stub library names CUDA_ERROR_STUB_
         CHECK_FALSE(contains(r.out, "Result = PASS"));
         // The first checked call of every program is cuInit, and the report names it, with the
         // source file of the program that made it. Lesson 02 is the exception by design: its
-        // step 2 calls the driver before cuInit on purpose, to show the error that gives.
+        // first steps call the driver before cuInit on purpose, to show the errors that gives.
         if (lesson.rfind("02-", 0) == 0) continue;
         CHECK(contains(r.err, "CUDA driver call failed: cuInit(0)"));
         CHECK(contains(r.err, lesson + "/" + (program == lesson ? std::string("") : program + ".cpp:")));
@@ -69,26 +80,34 @@ TEST_CASE("Every lesson run against NVIDIA's stub library names CUDA_ERROR_STUB_
 }
 
 TEST_CASE("make run-NN for every lesson explains a machine without a usable GPU", "[cpu][faults]") {
+    std::vector<Job> jobs;
     for (const auto& lesson : lessonFolders()) {
-        INFO(lesson);
-        RunOptions options;
-        options.args = {"-s", "-C", repoRoot(), "run-" + lesson.substr(0, 2)};
-        options.unsetEnv = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL"};
-        options.setEnv["CUDA_VISIBLE_DEVICES"] = "";
-        const RunResult r = run("make", options);
-        CHECK(r.exitCode != 0);
-        CHECK(contains(r.err, "Cannot run the lessons"));
-        CHECK_FALSE(contains(r.out + r.err, "error while loading shared libraries"));
+        Job job{"make", {}};
+        job.options.args = {"-s", "-C", repoRoot(), "run-" + lesson.substr(0, 2)};
+        job.options.unsetEnv = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL"};
+        job.options.setEnv["CUDA_VISIBLE_DEVICES"] = "";
+        jobs.push_back(job);
+    }
+    const auto results = runAll(jobs);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        INFO(lessonFolders()[i]);
+        attachToReport(results[i]);
+        CHECK(results[i].exitCode != 0);
+        CHECK(contains(results[i].err, "Cannot run the lessons"));
+        CHECK_FALSE(contains(results[i].out + results[i].err, "error while loading shared libraries"));
     }
 }
 
 TEST_CASE("Every lesson with every device hidden fails at cuInit with CUDA_ERROR_NO_DEVICE", "[gpu][faults]") {
     requireGpu();
+    RunOptions options;
+    options.setEnv["CUDA_VISIBLE_DEVICES"] = "";
+    const auto results = runEveryProgram(options);
+    size_t i = 0;
     for (const auto& [lesson, program] : everyProgram()) {
         INFO(lesson << "/" << program);
-        RunOptions options;
-        options.setEnv["CUDA_VISIBLE_DEVICES"] = "";
-        const RunResult r = runLesson(lesson, options, program);
+        const RunResult& r = results[i++];
+        attachToReport(r);
         CHECK_FALSE(crashedOrHung(r));
         CHECK(r.exitCode == 1);
         CHECK(contains(r.err, "CUDA_ERROR_NO_DEVICE"));
@@ -98,12 +117,15 @@ TEST_CASE("Every lesson with every device hidden fails at cuInit with CUDA_ERROR
 
 TEST_CASE("Every lesson that takes --device rejects an ordinal that does not exist", "[gpu][faults]") {
     requireGpu();
+    RunOptions options;
+    options.args = {"--device", std::to_string(driver().deviceCount())};
+    const auto results = runEveryProgram(options, true);
+    size_t i = 0;
     for (const auto& [lesson, program] : everyProgram()) {
         if (!takesDeviceOption(lesson)) continue;
         INFO(lesson << "/" << program);
-        RunOptions options;
-        options.args = {"--device", std::to_string(driver().deviceCount())};
-        const RunResult r = runLesson(lesson, options, program);
+        const RunResult& r = results[i++];
+        attachToReport(r);
         CHECK_FALSE(crashedOrHung(r));
         if (r.exitCode == course::kExitNotApplicable) continue;  // stops before choosing a device
         CHECK(r.exitCode == 1);
@@ -121,11 +143,11 @@ TEST_CASE("Every lesson that takes --device rejects a malformed one with usage a
 
 TEST_CASE("Every lesson passes when started from another working directory", "[gpu][faults]") {
     requireGpu();
+    // The shared plain run of every program starts in /, not in the repository.
     for (const auto& [lesson, program] : everyProgram()) {
         INFO(lesson << "/" << program);
-        RunOptions options;
-        options.workingDir = "/";
-        const RunResult r = runLesson(lesson, options, program);
+        const RunResult r = defaultRun(lesson, program);
+        CHECK(r.workingDir == "/");
         CHECK((r.exitCode == 0 || r.exitCode == course::kExitNotApplicable));
         CHECK(contains(r.out, "Result = "));
     }
