@@ -10,15 +10,20 @@
 
 namespace lesson04 {
 
-// Prints the primary context's state as the driver reports it, labelled with the moment
-// ("flags after retain: ...", "active after retain: 1"). Returns the active flag.
-inline int showPrimaryState(CUdevice device, const char* moment) {
+// The primary context's state as cuDevicePrimaryCtxGetState reports it.
+struct PrimaryState {
     unsigned int flags = 0;
     int active = -1;
-    CHECK_DRIVER(cuDevicePrimaryCtxGetState(device, &flags, &active));
-    std::printf("flags %s: 0x%x (%s)\n", moment, flags, course::describeContextFlags(flags).c_str());
-    std::printf("active %s: %d\n", moment, active);
-    return active;
+};
+
+// Prints the primary context's state, labelled with the moment ("flags after retain: ...",
+// "active after retain: 1"), and returns it so that the caller can check it.
+inline PrimaryState showPrimaryState(CUdevice device, const char* moment) {
+    PrimaryState state;
+    CHECK_DRIVER(cuDevicePrimaryCtxGetState(device, &state.flags, &state.active));
+    std::printf("flags %s: 0x%x (%s)\n", moment, state.flags, course::describeContextFlags(state.flags).c_str());
+    std::printf("active %s: %d\n", moment, state.active);
+    return state;
 }
 
 // "none", "primary", or "another context", for the handle cuCtxGetCurrent gives.

@@ -9,7 +9,6 @@
 #include <cuda.h>
 
 #include <cstdio>
-#include <cstdlib>
 
 #include "../common/check_driver.h"
 #include "../common/course_util.h"
@@ -23,6 +22,7 @@ int main(int argc, char** argv) {
     course::Arguments args;
     if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
     const int ordinal = args.deviceOrdinal();
+    course::Verdict verdict;
 
     // Step 1: one reference, held by this thread, with the context current here.
     course::printStep(1, "retain and use the primary context");
@@ -38,23 +38,27 @@ int main(int argc, char** argv) {
     // Freed before the reset: after it, `buffer` would dangle and cuMemFree would fail.
     CHECK_DRIVER(cuMemFree(buffer));
     CHECK_DRIVER(cuCtxSetCurrent(nullptr));
-    bool pass = showPrimaryState(device, "before reset") == 1;
+    verdict.check("active before the reset", showPrimaryState(device, "before reset").active == 1);
 
     // Step 2: the reset deactivates the context although a reference is still held.
     course::printStep(2, "reset while a reference is held");
     CHECK_DRIVER(cuDevicePrimaryCtxReset(device));
     std::printf("cuDevicePrimaryCtxReset while this thread still holds a reference\n");
-    pass = showPrimaryState(device, "after reset") == 0 && pass;
-    // Reset does not drop the reference: the holder still releases it, which the driver
-    // documents as safe after a reset.
+    verdict.check("reset deactivates it while a reference is held",
+                  showPrimaryState(device, "after reset").active == 0);
+    // cuda.h: "Resetting the primary context does not release it", and "it is safe for other
+    // modules to call cuDevicePrimaryCtxRelease() even after resetting the device". So the
+    // holder still gives its reference back.
     const CUresult releaseAfterReset = REPORT_DRIVER(cuDevicePrimaryCtxRelease(device));
     std::printf("cuDevicePrimaryCtxRelease after reset: %s\n", course::driverErrorName(releaseAfterReset));
+    verdict.check("release after the reset succeeds", releaseAfterReset == CUDA_SUCCESS);
 
     course::printStep(3, "check");
-    pass = showPrimaryState(device, "at the end") == 0 && pass;
+    verdict.check("inactive at the end", showPrimaryState(device, "at the end").active == 0);
+    // cuda.h does not say that a reset unbinds the context from threads that have it current.
+    // This thread unbound it itself in step 1, before the reset: nothing is current here.
     const CUcontext currentAtEnd = currentContext();
     std::printf("current context at the end: %s\n", describeCurrent(currentAtEnd, primary));
-    pass = pass && currentAtEnd == nullptr && releaseAfterReset == CUDA_SUCCESS;
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    verdict.check("nothing current at the end", currentAtEnd == nullptr);
+    return verdict.finish();
 }

@@ -2,14 +2,14 @@
 //
 // Each device has one primary context per process. It is reference counted:
 // cuDevicePrimaryCtxRetain adds a reference (and brings the context to life on the
-// first one), and cuDevicePrimaryCtxRelease drops one (and tears it down with the last
-// one). Neither touches the calling thread's context stack.
+// first one), and cuDevicePrimaryCtxRelease drops one; cuda.h: "The context is
+// automatically reset once the last reference to it is released." Neither call touches
+// the calling thread's context stack: retaining does not make the context current.
 //
 //   retain_release [--device N]
 #include <cuda.h>
 
 #include <cstdio>
-#include <cstdlib>
 
 #include "../common/check_driver.h"
 #include "../common/context_flags.h"
@@ -18,12 +18,14 @@
 
 using lesson04::currentContext;
 using lesson04::describeCurrent;
+using lesson04::PrimaryState;
 using lesson04::showPrimaryState;
 
 int main(int argc, char** argv) {
     course::Arguments args;
     if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
     const int ordinal = args.deviceOrdinal();
+    course::Verdict verdict;
 
     course::printStep(1, "initialise and pick the device");
     CHECK_DRIVER(cuInit(0));
@@ -36,43 +38,56 @@ int main(int argc, char** argv) {
     // Step 2: cuInit does not create any context. The primary context exists as a slot
     // with flags, but is inactive (no device memory, no state) until someone retains it.
     course::printStep(2, "the primary context before anyone retains it");
-    bool pass = showPrimaryState(device, "at start") == 0;
-    std::printf("current context at start: %s\n", describeCurrent(currentContext(), nullptr));
+    const PrimaryState atStart = showPrimaryState(device, "at start");
+    verdict.check("primary context inactive at start", atStart.active == 0);
+    const CUcontext currentAtStart = currentContext();
+    std::printf("current context at start: %s\n", describeCurrent(currentAtStart, nullptr));
+    verdict.check("nothing current at start", currentAtStart == nullptr);
 
     // Step 3: set the flags before the first retain, so that the context is created with
-    // them. Once it is active, everyone sharing it already runs with the old ones.
+    // them. cuda.h: the call sets them "overwriting previously set ones", whoever set those
+    // (cudaSetDeviceFlags overwrites them likewise): set them once, in the application.
     course::printStep(3, "set the flags before activation");
     CHECK_DRIVER(cuDevicePrimaryCtxSetFlags(device, CU_CTX_SCHED_BLOCKING_SYNC));
     std::printf("cuDevicePrimaryCtxSetFlags(device, CU_CTX_SCHED_BLOCKING_SYNC)\n");
-    pass = showPrimaryState(device, "after cuDevicePrimaryCtxSetFlags") == 0 && pass;
+    const PrimaryState afterSetFlags = showPrimaryState(device, "after cuDevicePrimaryCtxSetFlags");
+    verdict.check("flags recorded before activation",
+                  (afterSetFlags.flags & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC);
+    verdict.check("setting the flags does not activate it", afterSetFlags.active == 0);
 
-    // Step 4: retaining activates the context and returns its handle, but pushes nothing:
-    // the calling thread's current context is what it was. cuCtxSetCurrent binds it.
+    // Step 4: retaining activates the context and returns its handle, but pushes nothing
+    // (cuda.h: "Unlike cuCtxCreate() the newly retained context is not pushed onto the
+    // stack"): the calling thread's current context is what it was. cuCtxSetCurrent binds it.
     course::printStep(4, "retaining does not make it current");
     const CUcontext currentBeforeRetain = currentContext();
     std::printf("current context before retain: %s\n", describeCurrent(currentBeforeRetain, nullptr));
     CUcontext primary = nullptr;
     CHECK_DRIVER(cuDevicePrimaryCtxRetain(&primary, device));
     std::printf("cuDevicePrimaryCtxRetain: handle %p\n", static_cast<void*>(primary));
-    pass = showPrimaryState(device, "after retain") == 1 && pass;
+    verdict.check("active after retain", showPrimaryState(device, "after retain").active == 1);
     const CUcontext currentAfterRetain = currentContext();
     std::printf("current context after retain: %s\n", describeCurrent(currentAfterRetain, primary));
-    pass = pass && currentAfterRetain == currentBeforeRetain;
+    verdict.check("retain leaves the current context unchanged", currentAfterRetain == currentBeforeRetain);
 
     // cuCtxSetCurrent replaces the top of this thread's stack (here: the empty slot).
     CHECK_DRIVER(cuCtxSetCurrent(primary));
     const CUcontext currentAfterSet = currentContext();
     std::printf("current context after cuCtxSetCurrent: %s\n", describeCurrent(currentAfterSet, primary));
+    verdict.check("primary current after cuCtxSetCurrent", currentAfterSet == primary);
+    // The live context's flags. Besides the policy, the driver may report CU_CTX_MAP_HOST
+    // (0x8), which cuda.h calls deprecated and without effect: "All contexts as of CUDA 3.2
+    // behave as though the flag is enabled." So only the policy bits are compared.
     unsigned int flagsSeen = 0;
     CHECK_DRIVER(cuCtxGetFlags(&flagsSeen));
     std::printf("cuCtxGetFlags in the primary context: 0x%x (%s)\n", flagsSeen,
                 course::describeContextFlags(flagsSeen).c_str());
+    verdict.check("context created with the flags set before activation",
+                  (flagsSeen & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC);
     // It is an ordinary context from here on: allocate and free in it.
     CUdeviceptr buffer = 0;
     CHECK_DRIVER(cuMemAlloc(&buffer, 1 << 20));
     std::printf("cuMemAlloc in the primary context: 1 MiB at 0x%llx\n", static_cast<unsigned long long>(buffer));
     CHECK_DRIVER(cuMemFree(buffer));
-    pass = pass && currentAfterSet == primary && (flagsSeen & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC;
 
     // Step 5: a second retain returns the same handle and adds a reference; one release
     // takes one away. The context stays active while any reference is left.
@@ -80,21 +95,24 @@ int main(int argc, char** argv) {
     CUcontext again = nullptr;
     CHECK_DRIVER(cuDevicePrimaryCtxRetain(&again, device));
     std::printf("second retain: %s\n", again == primary ? "same handle" : "DIFFERENT handle");
-    pass = showPrimaryState(device, "after second retain") == 1 && again == primary && pass;
+    verdict.check("second retain returns the same handle", again == primary);
+    showPrimaryState(device, "after second retain");
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
     std::printf("cuDevicePrimaryCtxRelease (one of two references)\n");
-    pass = showPrimaryState(device, "after one release") == 1 && pass;
+    verdict.check("still active with one reference left", showPrimaryState(device, "after one release").active == 1);
 
-    // Step 6: the last release deactivates it and frees everything made in it. Unbind
+    // Step 6: the last release resets the context: everything made in it is freed, it is
+    // inactive, and the flags set in step 3 are gone with the rest of its state. Unbind
     // first: cuDevicePrimaryCtxRelease leaves the thread's current context untouched.
-    // The flags go back to their default with the context.
     course::printStep(6, "the last release deactivates it");
     CHECK_DRIVER(cuCtxSetCurrent(nullptr));
     const CUcontext currentAfterUnset = currentContext();
     std::printf("current context after cuCtxSetCurrent(NULL): %s\n", describeCurrent(currentAfterUnset, primary));
+    verdict.check("nothing current before the last release", currentAfterUnset == nullptr);
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
     std::printf("cuDevicePrimaryCtxRelease (the last reference)\n");
-    pass = showPrimaryState(device, "after final release") == 0 && currentAfterUnset == nullptr && pass;
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    const PrimaryState atEnd = showPrimaryState(device, "after final release");
+    verdict.check("inactive after the last release", atEnd.active == 0);
+    verdict.check("flags back at their start value after the last release", atEnd.flags == atStart.flags);
+    return verdict.finish();
 }

@@ -1,6 +1,9 @@
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,6 +44,29 @@ CUdevice firstDevice() {
     return device;
 }
 
+// Every check each program prints, by name ("check NAME: ok"). A check printed once per
+// worker thread appears twice in the output.
+const std::map<std::string, std::vector<std::string>> kChecks = {
+    {"retain_release",
+     {"primary context inactive at start", "nothing current at start", "flags recorded before activation",
+      "setting the flags does not activate it", "active after retain", "retain leaves the current context unchanged",
+      "primary current after cuCtxSetCurrent", "context created with the flags set before activation",
+      "second retain returns the same handle", "still active with one reference left",
+      "nothing current before the last release", "inactive after the last release",
+      "flags back at their start value after the last release"}},
+    {"shared_by_threads",
+     {"active after the main thread's retain", "every driver call on the worker thread succeeded",
+      "a new thread starts with nothing current", "the thread's retain returns the main thread's handle",
+      "the context is current on the thread while it uses it", "the main thread's reference keeps it active",
+      "one primary context per device", "inactive after the main thread's release"}},
+    {"context_costs",
+     {"primary context inactive at start", "cold retain slower than warm by the margin",
+      "inactive after the timing runs"}},
+    {"reset",
+     {"active before the reset", "reset deactivates it while a reference is held", "release after the reset succeeds",
+      "inactive at the end", "nothing current at the end"}},
+};
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -52,13 +78,40 @@ TEST_CASE("Lesson 04 runs its four programs in order", "[cpu][lesson04]") {
     CHECK(lessonPrograms(kLesson) == kPrograms);
 }
 
+TEST_CASE("Lesson 04's programs print each of their named checks, all held, and no others", "[gpu][lesson04]") {
+    requireGpu();
+    for (const auto& program : kPrograms) {
+        INFO(program);
+        const RunResult r = defaultRun(kLesson, program);
+        attachToReport(r);
+        CHECK(r.exitCode == 0);
+        CHECK(contains(r.out, "Result = PASS"));
+        CHECK_FALSE(contains(r.out, ": FAIL"));
+        // Exactly the named checks, each held.
+        std::set<std::string> printed;
+        for (const auto& line : lines(r.out))
+            if (line.rfind("check ", 0) == 0) printed.insert(line.substr(6, line.rfind(": ") - 6));
+        const std::vector<std::string> expected = kChecks.at(program);
+        CHECK(printed == std::set<std::string>(expected.begin(), expected.end()));
+        for (const auto& check : expected) {
+            INFO("check " << check);
+            const auto values = valuesOf(r.out, "check " + check);
+            CHECK_FALSE(values.empty());
+            for (const auto& value : values) CHECK(value == "ok");
+        }
+    }
+    // The two worker threads each report their own checks.
+    const RunResult threads = defaultRun(kLesson, "shared_by_threads");
+    CHECK(valuesOf(threads.out, "check every driver call on the worker thread succeeded").size() == 2);
+}
+
 TEST_CASE("Lesson 04 gets the same primary context from two retains and from two threads", "[gpu][lesson04]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "retain_release");
+    const RunResult r = defaultRun(kLesson, "retain_release");
     CHECK(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "second retain") == "same handle");
-    const RunResult& threads = defaultRun(kLesson, "shared_by_threads");
+    const RunResult threads = defaultRun(kLesson, "shared_by_threads");
     CHECK(threads.exitCode == 0);
     CHECK(contains(threads.out, "Result = PASS"));
     for (const std::string thread : {"thread 1", "thread 2"}) {
@@ -66,13 +119,14 @@ TEST_CASE("Lesson 04 gets the same primary context from two retains and from two
         CHECK(valueOf(threads.out, thread + " current context at start") == "none");
         CHECK(startsWith(valueOf(threads.out, thread + " handle"), "same as the main thread's"));
         CHECK(valueOf(threads.out, thread + " current context while using it") == "primary");
+        CHECK(valueOf(threads.out, thread + " first failed driver call") == "none");
     }
 }
 
 TEST_CASE("Lesson 04's primary context goes from inactive to active and back as it is retained and released",
           "[gpu][lesson04]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "retain_release");
+    const RunResult r = defaultRun(kLesson, "retain_release");
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "active at start") == "0");
     CHECK(valueOf(r.out, "active after cuDevicePrimaryCtxSetFlags") == "0");
@@ -80,45 +134,49 @@ TEST_CASE("Lesson 04's primary context goes from inactive to active and back as 
     CHECK(valueOf(r.out, "active after second retain") == "1");
     CHECK(valueOf(r.out, "active after one release") == "1");
     CHECK(valueOf(r.out, "active after final release") == "0");
-    const RunResult& threads = defaultRun(kLesson, "shared_by_threads");
+    const RunResult threads = defaultRun(kLesson, "shared_by_threads");
     CHECK(threads.exitCode == 0);
     CHECK(valueOf(threads.out, "active after retain") == "1");
     CHECK(valueOf(threads.out, "active after the threads released") == "1");
     CHECK(valueOf(threads.out, "active at the end") == "0");
-    const RunResult& costs = defaultRun(kLesson, "context_costs");
+    const RunResult costs = defaultRun(kLesson, "context_costs");
     CHECK(costs.exitCode == 0);
     CHECK(valueOf(costs.out, "active at start") == "0");
     CHECK(valueOf(costs.out, "active after the timing runs") == "0");
-    const RunResult& reset = defaultRun(kLesson, "reset");
+    const RunResult reset = defaultRun(kLesson, "reset");
     CHECK(reset.exitCode == 0);
     CHECK(valueOf(reset.out, "active at the end") == "0");
 }
 
 TEST_CASE("Lesson 04 shows that retaining leaves the current context unchanged", "[gpu][lesson04]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "retain_release");
+    const RunResult r = defaultRun(kLesson, "retain_release");
     CHECK(r.exitCode == 0);
+    CHECK(valueOf(r.out, "current context at start") == "none");
     CHECK(valueOf(r.out, "current context before retain") == "none");
     CHECK(valueOf(r.out, "current context after retain") == "none");
+    CHECK(valueOf(r.out, "check retain leaves the current context unchanged") == "ok");
     CHECK(valueOf(r.out, "current context after cuCtxSetCurrent") == "primary");
     CHECK(valueOf(r.out, "current context after cuCtxSetCurrent(NULL)") == "none");
-    const RunResult& reset = defaultRun(kLesson, "reset");
+    const RunResult reset = defaultRun(kLesson, "reset");
     CHECK(reset.exitCode == 0);
     CHECK(valueOf(reset.out, "current context at the end") == "none");
 }
 
 TEST_CASE("Lesson 04's primary context starts with the flags set before activation", "[gpu][lesson04]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "retain_release");
+    const RunResult r = defaultRun(kLesson, "retain_release");
     CHECK(r.exitCode == 0);
     CHECK(startsWith(valueOf(r.out, "flags after cuDevicePrimaryCtxSetFlags"), "0x4 (CU_CTX_SCHED_BLOCKING_SYNC"));
     CHECK(startsWith(valueOf(r.out, "flags after retain"), "0x4 (CU_CTX_SCHED_BLOCKING_SYNC"));
     CHECK(contains(valueOf(r.out, "cuCtxGetFlags in the primary context").value_or(""), "CU_CTX_SCHED_BLOCKING_SYNC"));
+    // The last release resets the context, flags included: back to what they were at the start.
+    CHECK(valueOf(r.out, "flags after final release") == valueOf(r.out, "flags at start"));
 }
 
 TEST_CASE("Lesson 04 resets the primary context and may still release it afterwards", "[gpu][lesson04]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "reset");
+    const RunResult r = defaultRun(kLesson, "reset");
     CHECK(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "active before reset") == "1");
@@ -128,10 +186,13 @@ TEST_CASE("Lesson 04 resets the primary context and may still release it afterwa
 
 TEST_CASE("Lesson 04 prints its three timings and walks every device", "[gpu][lesson04]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "context_costs");
+    const RunResult r = defaultRun(kLesson, "context_costs");
     CHECK(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "runs per measurement") == "10 (median)");
+    // The one timing check is decided with a stated margin, on medians.
+    CHECK(valueOf(r.out, "cold must take at least") == "10 times warm (medians)");
+    CHECK(valueOf(r.out, "check cold retain slower than warm by the margin") == "ok");
     // Timings vary from run to run: only their presence and unit are checked.
     for (const std::string label : {"cuCtxCreate + cuCtxDestroy", "retain + release, cold (activates and tears down)",
                                     "retain + release, warm (already active)"}) {
@@ -141,7 +202,7 @@ TEST_CASE("Lesson 04 prints its three timings and walks every device", "[gpu][le
         CHECK(value->size() > 3);
         CHECK(value->substr(value->size() - 3) == " us");
     }
-    const RunResult& threads = defaultRun(kLesson, "shared_by_threads");
+    const RunResult threads = defaultRun(kLesson, "shared_by_threads");
     CHECK(threads.exitCode == 0);
     const int count = driver().deviceCount();
     CHECK(valueOf(threads.out, "device count") == std::to_string(count));
@@ -167,6 +228,7 @@ TEST_CASE("Lesson 04 --bench prints bench lines for make bench", "[gpu][lesson04
     CHECK(contains(r.out, "bench: cuCtxCreate+cuCtxDestroy = "));
     CHECK(contains(r.out, "bench: primary retain+release cold = "));
     CHECK(contains(r.out, "bench: primary retain+release warm = "));
+    CHECK(valueOf(r.out, "check cold retain slower than warm by the margin") == "ok");
 }
 
 TEST_CASE("Lesson 04 rejects an unknown argument with a usage line and exit 2", "[cpu][lesson04]") {
