@@ -1,16 +1,23 @@
 // child.cpp — the second process: the same program started with --child FD. It reads one
 // request from the socket, opens the driver and its own primary context, does its half of
-// the way asked for, and exits.
+// the way asked for, answers with the result of its driver calls, and exits.
 #include <cuda.h>
 #include <unistd.h>
 
 #include <cstdio>
 
-#include "../common/check_driver.h"
 #include "ipc_channel.h"
 #include "ways.h"
 
 namespace ways {
+
+void answerParent(int socket, const ChildCalls& calls) {
+    ipc::Message reply;
+    reply.request = ipc::Request::Written;
+    reply.result = static_cast<int>(calls.result);
+    std::snprintf(reply.failedCall, sizeof(reply.failedCall), "%s", calls.failedCall);
+    ipc::sendMessage(socket, reply);
+}
 
 int runChild(int socket, int ordinal) {
     ipc::Message request;
@@ -30,25 +37,35 @@ int runChild(int socket, int ordinal) {
 
     // A process of its own needs its own driver state: nothing of the parent's CUDA
     // state crosses exec (and a fork without exec may not use CUDA at all).
-    CHECK_DRIVER(cuInit(0));
+    ChildCalls calls;
+    CHILD_CALL(calls, cuInit(0));
     CUdevice device = 0;
-    CHECK_DRIVER(cuDeviceGet(&device, ordinal));
+    CHILD_CALL(calls, cuDeviceGet(&device, ordinal));
     CUcontext context = nullptr;
-    CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
-    CHECK_DRIVER(cuCtxSetCurrent(context));
+    CHILD_CALL(calls, cuDevicePrimaryCtxRetain(&context, device));
+    const bool retained = calls.ok();
+    CHILD_CALL(calls, cuCtxSetCurrent(context));
 
-    int code = 1;
-    switch (request.request) {
-        case ipc::Request::Legacy: code = childLegacy(socket, request); break;
-        case ipc::Request::Vmm: code = childVmm(socket, request, fd, device); break;
+    if (!calls.ok()) {
+        if (fd >= 0) close(fd);
+        answerParent(socket, calls);  // the parent learns why before it sees the exit code
+    } else {
+        switch (request.request) {
+            case ipc::Request::Legacy: childLegacy(socket, request, calls); break;
+            case ipc::Request::Vmm: childVmm(socket, request, fd, device, calls); break;
 #if CUDA_VERSION >= 11020
-        case ipc::Request::Pool: code = childPool(socket, request, fd); break;
+            case ipc::Request::Pool: childPool(socket, request, fd, calls); break;
 #endif
-        default: std::fprintf(stderr, "child: unknown request %d\n", static_cast<int>(request.request)); break;
+            default:
+                std::fprintf(stderr, "child: unknown request %d\n", static_cast<int>(request.request));
+                calls.result = CUDA_ERROR_INVALID_VALUE;
+                answerParent(socket, calls);
+                break;
+        }
     }
-    CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+    if (retained) CHILD_RELEASE(calls, cuDevicePrimaryCtxRelease(device));
     close(socket);
-    return code;
+    return calls.ok() ? 0 : 1;
 }
 
 }  // namespace ways

@@ -1,12 +1,12 @@
 // ipc_channel.h — the plumbing between the lesson's two processes: starting the child,
 // one Unix socket between them, messages that may carry a file descriptor, and the
-// checks that nothing (descriptors, children) is left behind. No CUDA calls here.
+// record that proves nothing (descriptors, children) is left behind. No CUDA calls here.
 #pragma once
 
 #include <cuda.h>
 #include <sys/types.h>
 
-#include <map>
+#include <cstddef>
 #include <string>
 
 namespace ipc {
@@ -21,11 +21,14 @@ enum class Request : int { Legacy = 1, Vmm = 2, Pool = 3, DieBeforeMap = 4, Writ
 // duplicate in the receiver.
 struct Message {
     Request request = Request::Written;
-    int result = 0;  // the child's answer: 0 (CUDA_SUCCESS) or the CUresult it failed with
+    int result = 0;            // the child's answer: 0 (CUDA_SUCCESS) or the CUresult of its first failed call
+    char failedCall[64] = {};  // that call's name, e.g. "cuMemMap" (empty when none failed)
     unsigned long long bytes = 0;
     CUipcMemHandle memHandle{};
     CUipcEventHandle eventHandle{};
+#if CUDA_VERSION >= 11020  // the pool export calls and their data came with CUDA 11.2
     CUmemPoolPtrExportData poolPointer{};
+#endif
 };
 
 struct Child {
@@ -35,7 +38,8 @@ struct Child {
 
 // Starts this program again (/proc/self/exe) as `self --child FD --device N`, joined to
 // the parent by a SOCK_SEQPACKET socket pair (message boundaries kept, EOF when the
-// other side is gone). On failure prints why and returns pid -1.
+// other side is gone). The parent's end is tracked (trackDescriptor) and the child's pid
+// recorded (childrenNotReaped). On failure prints why and returns pid -1.
 Child spawnChild(const char* self, int deviceOrdinal);
 // Sends one message; fd >= 0 travels with it (SCM_RIGHTS). Flushes stdout first, so that
 // what this process printed comes before what the other prints on receiving it.
@@ -45,15 +49,24 @@ bool sendMessage(int socket, const Message& message, int fd = -1);
 bool receiveMessage(int socket, Message& message, int* fd);
 // Closes the parent's end and reaps the child (waitpid): "exit code 0", "killed by signal 9".
 std::string waitForChild(Child& child);
-// Children of this process not reaped yet (waitpid(-1, WNOHANG) says ECHILD when none).
-bool anyChildLeft();
 
-// This process's open descriptors (/proc/self/fd) and what each points at.
-std::map<int, std::string> openFds();
-// Descriptors open now that were not at `before`, printed one a line. The driver's own
-// files are not counted: its device files (/dev/nvidia*) and the shared-memory file it
-// opens for interprocess events (/dev/shm/cuda.shm.*), which it keeps while the process
-// uses CUDA.
-int leakedFds(const std::map<int, std::string>& before);
+// Every descriptor this process must close itself, tracked from the moment it has it (the
+// driver's exports, the parent's end of each socket pair). A number alone cannot say whether
+// the descriptor is still open: once closed, the kernel gives the same number (the lowest free
+// one) to the next file any code opens, the driver's own files included. So each tracked
+// descriptor is marked with fcntl(F_SETOWN, this process's pid): the owner is kept in the open
+// file itself, and a file opened later under the same number has none.
+void trackDescriptor(int fd, const char* what);
+size_t descriptorsTracked();
+// Tracked descriptors still open now (number open and the mark there), each printed:
+// "still open: <what> (fd N)".
+int descriptorsStillOpen();
+
+// The child processes spawnChild started, and how many of them this process has not reaped:
+// waitpid(pid, WNOHANG) answers ECHILD only for a pid that is no longer a child of this process
+// (reaped already); 0 for a child still running; the pid for a zombie (which it reaps). Each
+// not reaped is printed: "not reaped: child N (running|zombie)".
+size_t childrenStarted();
+int childrenNotReaped();
 
 }  // namespace ipc

@@ -7,7 +7,9 @@
 // (SCM_RIGHTS); and a memory pool exported the same way. Each time the child writes a
 // pattern and the parent checks every word. Then it provokes the faults: a child that
 // dies before it maps, a descriptor closed too early, a legacy handle opened by its own
-// process. It ends by proving that no descriptor and no child process is left behind.
+// process. Every check prints "check NAME: ok|FAIL" where the program knows the answer; the
+// children report their driver calls to the parent, which checks them. It ends by proving that
+// no descriptor the program had to close and no child process is left behind.
 //
 //   13-ipc               every way and every fault, checked
 //   13-ipc --device N    another GPU
@@ -35,35 +37,52 @@ int main(int argc, char** argv) {
     // Step 1: each way has its own requirements, and the driver reports each one.
     course::printStep(1, "initialise the driver: what each way needs on this device");
     CHECK_DRIVER(cuInit(0));
+    int driverVersion = 0;
+    CHECK_DRIVER(cuDriverGetVersion(&driverVersion));
     CUdevice device = 0;
     CHECK_DRIVER(cuDeviceGet(&device, ordinal));
     char name[256] = {};
     CHECK_DRIVER(cuDeviceGetName(name, sizeof(name), device));
-    auto attribute = [device](CUdevice_attribute which) {
+    std::printf("driver version: %s (cuDriverGetVersion = %d)\n", course::formatCudaVersion(driverVersion).c_str(),
+                driverVersion);
+    std::printf("device %d name: %s\n", ordinal, name);
+    // A driver older than the CUDA version that added an attribute does not know it (it
+    // answers CUDA_ERROR_INVALID_VALUE): such an attribute is not asked, and counts as 0.
+    auto attribute = [device, driverVersion](const char* label, CUdevice_attribute which, int since) {
         int value = 0;
+        if (driverVersion < since) {
+            std::printf("%s: not known to this driver (CUDA %s added it)\n", label,
+                        course::formatCudaVersion(since).c_str());
+            return value;
+        }
         CHECK_DRIVER(cuDeviceGetAttribute(&value, which, device));
+        std::printf("%s: %d\n", label, value);
         return value;
     };
-    std::printf("device %d name: %s\n", ordinal, name);
-    std::printf("integrated (Tegra) GPU: %s\n", attribute(CU_DEVICE_ATTRIBUTE_INTEGRATED) ? "yes" : "no");
-    const int unifiedAddressing = attribute(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING);
-    std::printf("CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: %d\n", unifiedAddressing);
+    int integrated = 0;
+    CHECK_DRIVER(cuDeviceGetAttribute(&integrated, CU_DEVICE_ATTRIBUTE_INTEGRATED, device));
+    std::printf("integrated (Tegra) GPU: %s\n", integrated ? "yes" : "no");
+    const int unifiedAddressing =
+        attribute("CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING", CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 0);
+    // Without this attribute (a toolkit or driver older than 12.0) the lesson falls back to the
+    // rule the cuIpc* docs give: unified addressing.
 #if CUDA_VERSION >= 12000
-    const int ipcEvents = attribute(CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED);
-    std::printf("CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED: %d\n", ipcEvents);
+    int ipcEvents =
+        attribute("CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED", CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED, 12000);
+    if (driverVersion < 12000) ipcEvents = unifiedAddressing;
 #else
-    // Older headers have no such attribute: the docs' rule is unified addressing on Linux.
     const int ipcEvents = unifiedAddressing;
     std::printf("CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED: not in this toolkit's cuda.h (CUDA < 12.0)\n");
 #endif
-    const int vmm = attribute(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
-    const int posixFd = attribute(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED);
-    const int pools = attribute(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED);
-    const int poolHandleTypes = attribute(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES);
-    std::printf("CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: %d\n", vmm);
-    std::printf("CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: %d\n", posixFd);
-    std::printf("CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: %d\n", pools);
-    std::printf("CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES: 0x%x\n", poolHandleTypes);
+    const int vmm = attribute("CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED",
+                              CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 10020);
+    const int posixFd = attribute("CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED",
+                                  CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 10020);
+    const int pools =
+        attribute("CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED", CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 11020);
+    // A bit mask of CUmemAllocationHandleType: bit 1 is CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR.
+    const int poolHandleTypes = attribute("CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES",
+                                          CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, 11030);
     const bool legacyWay = unifiedAddressing != 0 && ipcEvents != 0;
     const bool vmmWay = vmm != 0 && posixFd != 0;
     const bool poolWay = pools != 0 && (poolHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
@@ -75,35 +94,34 @@ int main(int argc, char** argv) {
         return course::kExitNotApplicable;
     }
 
-    // Step 2: the primary context, and what the process holds before any sharing starts.
-    // The descriptors are counted after the driver opened its device files.
-    course::printStep(2, "retain the primary context, note the open descriptors");
+    // Step 2: the primary context. From here every descriptor the program must close and
+    // every child it starts is recorded, for step 7.
+    course::printStep(2, "retain the primary context and a stream");
     CUcontext context = nullptr;
     CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
     CHECK_DRIVER(cuCtxSetCurrent(context));
     CUstream stream = nullptr;
     CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-    const auto fdsAtStart = ipc::openFds();
     std::printf("context: primary context of device %d; child processes: started with posix_spawn of /proc/self/exe\n",
                 ordinal);
 
-    bool passed = true;
+    course::Verdict verdict;
     course::printStep(3, "legacy: cuIpcGetMemHandle, cuIpcOpenMemHandle in the child, an IPC event for ordering");
     if (legacyWay)
-        passed = ways::shareLegacy(argv[0], ordinal, stream) && passed;
+        ways::shareLegacy(argv[0], ordinal, stream, verdict);
     else
         std::printf("section legacy-ipc: SKIP (the driver reports no IPC event support on this device)\n");
 
     course::printStep(4, "modern: cuMemCreate, the allocation exported as a file descriptor sent with SCM_RIGHTS");
     if (vmmWay)
-        passed = ways::shareVmm(argv[0], ordinal, device, stream) && passed;
+        ways::shareVmm(argv[0], ordinal, device, stream, verdict);
     else
         std::printf("section vmm-ipc: SKIP (the driver reports no POSIX fd handles for cuMemCreate here)\n");
 
     course::printStep(5, "a memory pool exported as a file descriptor, its allocation as export data");
 #if CUDA_VERSION >= 11020
     if (poolWay)
-        passed = ways::sharePool(argv[0], ordinal, device, stream) && passed;
+        ways::sharePool(argv[0], ordinal, device, stream, verdict);
     else
         std::printf("section pool-ipc: SKIP (the driver reports no POSIX fd handles for memory pools here)\n");
 #else
@@ -113,22 +131,24 @@ int main(int argc, char** argv) {
     // Step 6: each fault is provoked on purpose; the driver's report shows on stderr.
     course::printStep(6, "faults: a child that dies, a closed descriptor, a handle opened by its own process");
     if (vmmWay) {
-        passed = ways::childDiesBeforeMapping(argv[0], ordinal, device) && passed;
-        passed = ways::importClosedFd(device) && passed;
+        ways::childDiesBeforeMapping(argv[0], ordinal, device, verdict);
+        ways::importDescriptorThatNamesNothing(verdict);
     }
-    if (legacyWay) passed = ways::openLegacyHandleInSameProcess() && passed;
+    if (legacyWay) ways::openLegacyHandleInSameProcess(verdict);
 
     // Step 7: everything back, newest first; then what the process still holds.
     course::printStep(7, "release everything: no descriptor and no child left behind");
-    const int leaked = ipc::leakedFds(fdsAtStart);
     CHECK_DRIVER(cuStreamDestroy(stream));
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
-    std::printf("open fds leaked: %d\n", leaked);
-    const bool childLeft = ipc::anyChildLeft();
-    std::printf("child processes not reaped: %s\n", childLeft ? "some (zombies)" : "none (waitpid reports ECHILD)");
+    std::printf("descriptors to close (driver exports, socket ends): %zu\n", ipc::descriptorsTracked());
+    const int stillOpen = ipc::descriptorsStillOpen();
+    std::printf("descriptors still open: %d\n", stillOpen);
+    verdict.check("every exported descriptor and socket end is closed", stillOpen == 0);
+    std::printf("child processes started: %zu\n", ipc::childrenStarted());
+    const int notReaped = ipc::childrenNotReaped();
+    std::printf("child processes not reaped: %d\n", notReaped);
+    verdict.check("every child process was reaped", notReaped == 0);
 
     course::printStep(8, "check");
-    passed = passed && leaked == 0 && !childLeft;
-    std::printf("Result = %s\n", passed ? "PASS" : "FAIL");
-    return passed ? 0 : 1;
+    return verdict.finish();
 }

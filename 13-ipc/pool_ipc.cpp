@@ -13,9 +13,10 @@
 
 namespace ways {
 
-// CUDA 11.2 added the pool export calls; the guard keeps the file compiling on anything older.
+// CUDA 11.2 added the pool export calls; the guard keeps the file compiling with older
+// headers (main asks cuDriverGetVersion before it calls any of them).
 #if CUDA_VERSION >= 11020
-bool sharePool(const char* self, int ordinal, CUdevice device, CUstream stream) {
+void sharePool(const char* self, int ordinal, CUdevice device, CUstream stream, course::Verdict& verdict) {
     CUmemPoolProps props{};
     props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
     props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;  // the pool, not the device's default one
@@ -34,6 +35,7 @@ bool sharePool(const char* self, int ordinal, CUdevice device, CUstream stream) 
 
     int fd = -1;
     CHECK_DRIVER(cuMemPoolExportToShareableHandle(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    ipc::trackDescriptor(fd, "the pool's exported descriptor");
     ipc::Message request;
     request.request = ipc::Request::Pool;
     request.bytes = kBytes;
@@ -43,50 +45,49 @@ bool sharePool(const char* self, int ordinal, CUdevice device, CUstream stream) 
         "%zu-byte CUmemPoolPtrExportData\n",
         static_cast<unsigned long long>(buffer), kBytes, sizeof(request.poolPointer));
 
-    bool passed = false;
     ipc::Child child = ipc::spawnChild(self, ordinal);
     const bool sent = child.pid > 0 && ipc::sendMessage(child.socket, request, fd);
     close(fd);
     ipc::Message reply;
     int noFd = -1;
-    if (sent && ipc::receiveMessage(child.socket, reply, &noFd) && reply.result == CUDA_SUCCESS)
-        passed = verifyPattern("pool", buffer, kBytes, kPoolSeed, stream);
-    std::printf("pool child: %s\n", ipc::waitForChild(child).c_str());
+    const bool answered = sent && ipc::receiveMessage(child.socket, reply, &noFd);
+    const bool childWrote = childSucceeded("pool", answered, reply, verdict);
+    verifyPattern("pool", childWrote, buffer, kBytes, kPoolSeed, stream, verdict);
+    reapChild("pool", child, verdict);
 
     // Every importer freed its view first (the child did before answering): now the owner may.
     CHECK_DRIVER(cuMemFreeAsync(buffer, stream));
     CHECK_DRIVER(cuStreamSynchronize(stream));
     CHECK_DRIVER(cuMemPoolDestroy(pool));
-    return passed;
 }
 
-int childPool(int socket, const ipc::Message& request, int fd) {
+void childPool(int socket, const ipc::Message& request, int fd, ChildCalls& calls) {
     CUmemoryPool pool = nullptr;
-    CHECK_DRIVER(cuMemPoolImportFromShareableHandle(&pool, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
-                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-    close(fd);
+    CHILD_CALL(calls,
+               cuMemPoolImportFromShareableHandle(&pool, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
+                                                  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    const bool imported = calls.ok();
+    if (fd >= 0) close(fd);
     // An imported pool cannot allocate; it only turns the parent's export data into addresses.
     CUmemPoolPtrExportData exported = request.poolPointer;
     CUdeviceptr buffer = 0;
-    CHECK_DRIVER(cuMemPoolImportPointer(&buffer, pool, &exported));
+    CHILD_CALL(calls, cuMemPoolImportPointer(&buffer, pool, &exported));
+    const bool pointerImported = calls.ok();
 
     CUstream stream = nullptr;
-    CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    CHILD_CALL(calls, cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     const std::vector<std::uint32_t> values = pattern(request.bytes / 4, kPoolSeed);
-    CHECK_DRIVER(cuMemcpyHtoDAsync(buffer, values.data(), request.bytes, stream));
+    CHILD_CALL(calls, cuMemcpyHtoDAsync(buffer, values.data(), request.bytes, stream));
     // An importer frees its view before the owner frees the allocation: queued after the
     // write, and finished (the synchronize) before the child answers.
-    CHECK_DRIVER(cuMemFreeAsync(buffer, stream));
-    CHECK_DRIVER(cuStreamSynchronize(stream));
-    std::printf("child: imported the pool and the pointer (0x%llx), wrote the pattern, freed its view\n",
-                static_cast<unsigned long long>(buffer));
-    CHECK_DRIVER(cuStreamDestroy(stream));
-    CHECK_DRIVER(cuMemPoolDestroy(pool));
-
-    ipc::Message reply;
-    reply.request = ipc::Request::Written;
-    ipc::sendMessage(socket, reply);
-    return 0;
+    if (pointerImported) CHILD_RELEASE(calls, cuMemFreeAsync(buffer, stream));
+    CHILD_RELEASE(calls, stream != nullptr ? cuStreamSynchronize(stream) : cuCtxSynchronize());
+    if (calls.ok())
+        std::printf("child: imported the pool and the pointer (0x%llx), wrote the pattern, freed its view\n",
+                    static_cast<unsigned long long>(buffer));
+    if (stream != nullptr) CHILD_RELEASE(calls, cuStreamDestroy(stream));
+    if (imported) CHILD_RELEASE(calls, cuMemPoolDestroy(pool));
+    answerParent(socket, calls);
 }
 #endif
 

@@ -25,15 +25,21 @@ CUmemAllocationProp fdShareableProp(CUdevice device) {
 
 namespace {
 
+// Read and write access for `device`, as cuMemSetAccess takes it.
+CUmemAccessDesc readWriteFor(CUdevice device) {
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = device;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    return access;
+}
+
 // Reserves an address range, maps `allocation` there and lets `device` read and write it.
 CUdeviceptr mapReadWrite(CUmemGenericAllocationHandle allocation, size_t bytes, CUdevice device) {
     CUdeviceptr address = 0;
     CHECK_DRIVER(cuMemAddressReserve(&address, bytes, 0, 0, 0));
     CHECK_DRIVER(cuMemMap(address, bytes, 0, allocation, 0));
-    CUmemAccessDesc access{};
-    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = device;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    const CUmemAccessDesc access = readWriteFor(device);
     CHECK_DRIVER(cuMemSetAccess(address, bytes, &access, 1));
     return address;
 }
@@ -45,7 +51,7 @@ void unmapAndFree(CUdeviceptr address, size_t bytes) {
 
 }  // namespace
 
-bool shareVmm(const char* self, int ordinal, CUdevice device, CUstream stream) {
+void shareVmm(const char* self, int ordinal, CUdevice device, CUstream stream, course::Verdict& verdict) {
     const CUmemAllocationProp prop = fdShareableProp(device);
     size_t granularity = 0;
     CHECK_DRIVER(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
@@ -58,15 +64,15 @@ bool shareVmm(const char* self, int ordinal, CUdevice device, CUstream stream) {
     CHECK_DRIVER(cuStreamSynchronize(stream));
 
     // The shareable handle of a POSIX fd type is an int: cuMemExportToShareableHandle writes
-    // a new descriptor into it, which this process must close.
+    // a new descriptor into it, which this process must close (tracked until the end).
     int fd = -1;
     CHECK_DRIVER(cuMemExportToShareableHandle(&fd, allocation, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    ipc::trackDescriptor(fd, "the vmm allocation's exported descriptor");
     std::printf(
         "vmm: cuMemCreate made %zu bytes (granularity %zu bytes), mapped at 0x%llx, exported as a file "
         "descriptor\n",
         bytes, granularity, static_cast<unsigned long long>(address));
 
-    bool passed = false;
     ipc::Child child = ipc::spawnChild(self, ordinal);
     ipc::Message request;
     request.request = ipc::Request::Vmm;
@@ -75,40 +81,48 @@ bool shareVmm(const char* self, int ordinal, CUdevice device, CUstream stream) {
     close(fd);  // the message carried a duplicate; the child's copy keeps the memory reachable
     ipc::Message reply;
     int noFd = -1;
-    if (sent && ipc::receiveMessage(child.socket, reply, &noFd) && reply.result == CUDA_SUCCESS)
-        passed = verifyPattern("vmm", address, bytes, kVmmSeed, stream);
-    std::printf("vmm child: %s\n", ipc::waitForChild(child).c_str());
+    const bool answered = sent && ipc::receiveMessage(child.socket, reply, &noFd);
+    const bool childWrote = childSucceeded("vmm", answered, reply, verdict);
+    verifyPattern("vmm", childWrote, address, bytes, kVmmSeed, stream, verdict);
+    reapChild("vmm", child, verdict);
 
     unmapAndFree(address, bytes);
     CHECK_DRIVER(cuMemRelease(allocation));
-    return passed;
 }
 
-int childVmm(int socket, const ipc::Message& request, int fd, CUdevice device) {
+void childVmm(int socket, const ipc::Message& request, int fd, CUdevice device, ChildCalls& calls) {
     // The descriptor's number is passed as the handle itself, cast to void*.
     CUmemGenericAllocationHandle allocation = 0;
-    CHECK_DRIVER(cuMemImportFromShareableHandle(&allocation, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
-                                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
-    close(fd);  // the imported handle holds the memory now; the descriptor is no longer needed
-    const CUdeviceptr address = mapReadWrite(allocation, request.bytes, device);
+    CHILD_CALL(calls,
+               cuMemImportFromShareableHandle(&allocation, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
+                                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    const bool imported = calls.ok();
+    if (fd >= 0) close(fd);  // the imported handle holds the memory now; the descriptor is no longer needed
+
+    // The same three calls as the parent's mapReadWrite, each kept for the answer.
+    CUdeviceptr address = 0;
+    CHILD_CALL(calls, cuMemAddressReserve(&address, request.bytes, 0, 0, 0));
+    const bool reserved = calls.ok();
+    CHILD_CALL(calls, cuMemMap(address, request.bytes, 0, allocation, 0));
+    const bool mapped = calls.ok();
+    const CUmemAccessDesc access = readWriteFor(device);
+    CHILD_CALL(calls, cuMemSetAccess(address, request.bytes, &access, 1));
 
     // No interprocess event in this way: the child waits for its own copy before it answers.
     CUstream stream = nullptr;
-    CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    CHILD_CALL(calls, cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     const std::vector<std::uint32_t> values = pattern(request.bytes / 4, kVmmSeed);
-    CHECK_DRIVER(cuMemcpyHtoDAsync(address, values.data(), request.bytes, stream));
-    CHECK_DRIVER(cuStreamSynchronize(stream));
-    std::printf("child: imported the descriptor, mapped it at 0x%llx with read-write access, wrote the pattern\n",
-                static_cast<unsigned long long>(address));
-    CHECK_DRIVER(cuStreamDestroy(stream));
+    CHILD_CALL(calls, cuMemcpyHtoDAsync(address, values.data(), request.bytes, stream));
+    CHILD_CALL(calls, cuStreamSynchronize(stream));
+    if (calls.ok())
+        std::printf("child: imported the descriptor, mapped it at 0x%llx with read-write access, wrote the pattern\n",
+                    static_cast<unsigned long long>(address));
     // The child's mapping and handle go; the parent's handle keeps the memory alive.
-    unmapAndFree(address, request.bytes);
-    CHECK_DRIVER(cuMemRelease(allocation));
-
-    ipc::Message reply;
-    reply.request = ipc::Request::Written;
-    ipc::sendMessage(socket, reply);
-    return 0;
+    if (stream != nullptr) CHILD_RELEASE(calls, cuStreamDestroy(stream));
+    if (mapped) CHILD_RELEASE(calls, cuMemUnmap(address, request.bytes));
+    if (reserved) CHILD_RELEASE(calls, cuMemAddressFree(address, request.bytes));
+    if (imported) CHILD_RELEASE(calls, cuMemRelease(allocation));
+    answerParent(socket, calls);
 }
 
 }  // namespace ways
