@@ -5,15 +5,17 @@
 // access: a kernel in GPU A's context may touch GPU B's memory only after
 // cuCtxEnablePeerAccess, called in A's context for B's. That call opens ONE direction.
 // This program asks the driver what the link between the two GPUs supports, enables
-// A -> B, shows with two provoked errors that it was enabled once and only that way,
-// lets a kernel on A read a buffer that lives on B, and checks the result on the host.
+// A -> B, reads the driver's own record of it back through two provoked errors (enabled
+// once, and only that way), lets a kernel on A read a buffer that lives on B, and checks
+// the result on the host. It never lets a kernel of B touch A's memory: cuda.h grants no
+// such access, and if the kernel ends in CUDA_ERROR_ILLEGAL_ADDRESS, cuda.h says the
+// process must be terminated and relaunched to use CUDA again (README, pitfalls).
 //
 //   peer_access                         GPUs 0 and 1
 //   peer_access --device A --peer B     two other GPUs
 #include <cuda.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <utility>
 #include <vector>
 
@@ -41,6 +43,21 @@ void printLinkAttributes(CUdevice source, CUdevice destination, int sourceOrdina
         CHECK_DRIVER(cuDeviceGetP2PAttribute(&value, named.attribute, source, destination));
         std::printf("link GPU %d -> GPU %d, %s: %d\n", sourceOrdinal, destinationOrdinal, named.label, value);
     }
+    // NATIVE_ATOMIC_SUPPORTED is 1 only if ALL CUDA-valid atomics work over the link. CUDA 13
+    // added ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED: 1 if only SOME do (cuDeviceGetP2PAtomicCapabilities
+    // says which). So a 0 above is not "no atomics". A driver older than the header may not
+    // know the attribute: its answer is then printed instead of a value.
+#if CUDA_VERSION >= 13000
+    int partial = 0;
+    const CUresult asked = REPORT_DRIVER(cuDeviceGetP2PAttribute(
+        &partial, CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED, source, destination));
+    if (asked == CUDA_SUCCESS)
+        std::printf("link GPU %d -> GPU %d, only partial native atomics supported: %d\n", sourceOrdinal,
+                    destinationOrdinal, partial);
+    else
+        std::printf("link GPU %d -> GPU %d, only partial native atomics supported: not known to this driver (%s)\n",
+                    sourceOrdinal, destinationOrdinal, course::driverErrorName(asked));
+#endif
 }
 
 }  // namespace
@@ -73,10 +90,17 @@ int main(int argc, char** argv) {
     for (const auto& [ordinal, device] : {std::pair{ordinalA, deviceA}, std::pair{ordinalB, deviceB}}) {
         char name[256] = {};
         int unified = 0;
+        int major = 0;
+        int minor = 0;
         CHECK_DRIVER(cuDeviceGetName(name, sizeof(name), device));
         CHECK_DRIVER(cuDeviceGetAttribute(&unified, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, device));
+        CHECK_DRIVER(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device));
+        CHECK_DRIVER(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device));
         std::printf("GPU %d name: %s\n", ordinal, name);
         std::printf("GPU %d unified addressing: %d\n", ordinal, unified);
+        // cuCtxEnablePeerAccess opens every allocation of the peer only between devices with
+        // unified addressing and the same major compute capability (cuda.h).
+        std::printf("GPU %d compute capability: %d.%d\n", ordinal, major, minor);
     }
 
     // Step 2: properties of the pair of devices, asked before any context exists. "Can
@@ -104,18 +128,21 @@ int main(int argc, char** argv) {
 
     // Step 4: enable A -> B: called in A's context, naming B's. It maps B's allocations into
     // A's context (those of today and those made later). It says nothing about B's kernels.
+    // What the two provoked errors below show is the driver's record of what was enabled:
+    // A -> B once, B -> A never. They are not a fault of B's kernels; the program runs none.
     course::printStep(4, "enable peer access GPU A -> GPU B, one direction");
+    course::Verdict verdict;
     CHECK_DRIVER(cuCtxSetCurrent(contextA));
     CHECK_DRIVER(cuCtxEnablePeerAccess(contextB, 0));
     std::printf("cuCtxEnablePeerAccess in GPU %d's context for GPU %d's: CUDA_SUCCESS\n", ordinalA, ordinalB);
     const CUresult again = REPORT_DRIVER(cuCtxEnablePeerAccess(contextB, 0));
     std::printf("cuCtxEnablePeerAccess again, same two contexts: %s\n", course::driverErrorName(again));
+    verdict.check("driver records the direction as already enabled", again == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
     CHECK_DRIVER(cuCtxSetCurrent(contextB));
     const CUresult reverse = REPORT_DRIVER(cuCtxDisablePeerAccess(contextA));
     std::printf("cuCtxDisablePeerAccess in GPU %d's context for GPU %d's (never enabled): %s\n", ordinalB, ordinalA,
                 course::driverErrorName(reverse));
-    const bool oneDirection =
-        again == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED && reverse == CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+    verdict.check("driver records the reverse direction as not enabled", reverse == CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
 
     // Step 5: the buffer is allocated and filled in B's context; its address means the same
     // in every context of the process (unified addressing), and the driver can tell whose
@@ -133,6 +160,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, onB));
     std::printf("buffer on GPU %d: 0x%llx (%zu bytes), CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: %d\n", ordinalB,
                 static_cast<unsigned long long>(onB), kBytes, owner);
+    verdict.check("buffer belongs to the peer GPU", owner == ordinalB);
     CHECK_DRIVER(cuCtxSetCurrent(contextA));
     CUmodule module = nullptr;
     CHECK_DRIVER(cuModuleLoad(&module, course::kernelPath("peer_read.fatbin").c_str()));
@@ -153,9 +181,10 @@ int main(int argc, char** argv) {
     for (unsigned int i = 0; i < kWords; ++i) right += result[i] == 2u * host[i] + 1u;
     std::printf("kernel on GPU %d read GPU %d's buffer: %u of %u words = 2 * in + 1\n", ordinalA, ordinalB, right,
                 kWords);
+    verdict.check("kernel on the first GPU computed from the peer's buffer", right == kWords);
 
-    // Step 6: close the direction again, in the context that opened it. From now on a kernel
-    // of A's context that touches B's buffer faults, as it would have before step 4.
+    // Step 6: close the direction again, in the context that opened it. From now on A's
+    // kernels have no access to B's memory again, as before step 4.
     course::printStep(6, "disable peer access GPU A -> GPU B");
     CHECK_DRIVER(cuCtxDisablePeerAccess(contextB));
     std::printf("cuCtxDisablePeerAccess in GPU %d's context for GPU %d's: CUDA_SUCCESS\n", ordinalA, ordinalB);
@@ -172,9 +201,5 @@ int main(int argc, char** argv) {
     std::printf("released: buffer on GPU %d, module, buffer on GPU %d, both primary contexts\n", ordinalA, ordinalB);
 
     course::printStep(8, "check");
-    std::printf("peer access was enabled once, in one direction only: %s\n", oneDirection ? "yes" : "NO");
-    std::printf("the buffer belongs to GPU %d: %s\n", ordinalB, owner == ordinalB ? "yes" : "NO");
-    const bool pass = oneDirection && owner == ordinalB && right == kWords;
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 }

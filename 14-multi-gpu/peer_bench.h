@@ -64,8 +64,11 @@ inline void benchmarkCopies(const Gpu& a, const Gpu& b) {
     CHECK_DRIVER(cuMemAlloc(&onB, kBytes));
     CHECK_DRIVER(cuMemsetD8(onB, 0xb, kBytes));
     CHECK_DRIVER(cuCtxSynchronize());
-    // PORTABLE: page-locked for every context. Without it the buffer is pinned only for the
-    // context current at allocation, and B's copy would treat it as pageable memory.
+    // PORTABLE: cuda.h says such memory is "considered as pinned memory by all CUDA contexts,
+    // not just the one that performed the allocation". With unified addressing (always on
+    // 64-bit Linux) cuda.h adds that cuMemAllocHost / cuMemHostAlloc memory is directly
+    // accessible from every context on every device, flag or not; the flag says the intent,
+    // and keeps it so on a system without unified addressing.
     void* pinned = nullptr;
     CHECK_DRIVER(cuMemHostAlloc(&pinned, kBytes, CU_MEMHOSTALLOC_PORTABLE));
 

@@ -14,7 +14,6 @@
 #include <cuda.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <utility>
 #include <vector>
 
@@ -107,6 +106,8 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuCtxSynchronize());
     const unsigned int copied = wordsMatching(contextB, copyOnB);
     std::printf("cuMemcpyPeer GPU %d -> GPU %d: %u of %u words match\n", ordinalA, ordinalB, copied, kWords);
+    course::Verdict verdict;
+    verdict.check("copy without peer access is exact", copied == kWords);
 
     // Step 5: enable both directions (each in its own context), then copy back on a stream
     // of A's context. Async: it returns at once; the stream's synchronize is the wait.
@@ -122,6 +123,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuStreamSynchronize(streamA));
     const unsigned int returned = wordsMatching(contextA, returnedOnA);
     std::printf("cuMemcpyPeerAsync GPU %d -> GPU %d: %u of %u words match\n", ordinalB, ordinalA, returned, kWords);
+    verdict.check("copy back with peer access is exact", returned == kWords);
 
     course::printStep(6, "benchmark: peer copy against staged through pinned host memory (--bench)");
     if (args.has("--bench"))
@@ -148,8 +150,5 @@ int main(int argc, char** argv) {
     std::printf("released: peer access both ways, buffers, streams, both primary contexts\n");
 
     course::printStep(8, "check");
-    const bool pass = copied == kWords && returned == kWords;
-    std::printf("both copies exact: %s\n", pass ? "yes" : "NO");
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 }

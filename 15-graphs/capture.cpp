@@ -16,7 +16,6 @@
 #include <bit>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <vector>
 
@@ -111,9 +110,11 @@ int main(int argc, char** argv) {
     // GLOBAL capture is open; THREAD_LOCAL only in the capturing thread; RELAXED never,
     // and leaves it to you. A refused call also invalidates the capture.
     course::printStep(2, "the capture mode: what the driver refuses while recording");
+    course::Verdict verdict;
     const bool globalAllowed = tryAllocationDuringCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL, "GLOBAL");
+    verdict.check("global capture refuses cuMemAlloc", !globalAllowed);
     const bool relaxedAllowed = tryAllocationDuringCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED, "RELAXED");
-    const bool modesAsDocumented = !globalAllowed && relaxedAllowed;
+    verdict.check("relaxed capture allows cuMemAlloc", relaxedAllowed);
 
     // Step 3: record the chain. Each call returns at once and runs nothing: it adds a
     // node whose dependencies are the nodes recorded before it on this stream.
@@ -143,7 +144,8 @@ int main(int argc, char** argv) {
                 byType[CU_GRAPH_NODE_TYPE_KERNEL], byType[CU_GRAPH_NODE_TYPE_MEMCPY]);
     const size_t untouched = countEqual(host, kCount, -1.0f);
     std::printf("host buffer after the capture, before any launch: %zu of %d elements still -1\n", untouched, kCount);
-    const bool recordedOnly = nodeCount == 5 && untouched == static_cast<size_t>(kCount);
+    verdict.check("capture recorded one node per call", nodeCount == 5);
+    verdict.check("nothing ran while recording", untouched == static_cast<size_t>(kCount));
 
     // Step 4: instantiate. The driver validates the graph and prepares every launch now,
     // once, so that cuGraphLaunch has almost nothing left to do. The call's signature
@@ -166,7 +168,8 @@ int main(int argc, char** argv) {
     }
     std::printf("first launch: %zu of %d elements = 42 ((1 * 2 + 3) * 10 - 8)\n", correct[0], kCount);
     std::printf("second launch: %zu of %d elements = 42\n", correct[1], kCount);
-    const bool launchesCorrect = correct[0] == static_cast<size_t>(kCount) && correct[1] == static_cast<size_t>(kCount);
+    verdict.check("first launch computes every element", correct[0] == static_cast<size_t>(kCount));
+    verdict.check("second launch computes every element", correct[1] == static_cast<size_t>(kCount));
 
     // Step 6: release, newest first. The CUgraph could have gone right after step 4.
     course::printStep(6, "release everything, newest first");
@@ -180,8 +183,5 @@ int main(int argc, char** argv) {
     std::printf("released: graph exec, graph, buffers, stream, module, primary context\n");
 
     course::printStep(7, "check");
-    std::printf("capture modes behave as documented: %s\n", modesAsDocumented ? "yes" : "NO");
-    const bool pass = modesAsDocumented && recordedOnly && launchesCorrect;
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 }

@@ -6,7 +6,8 @@
 // driver offers without a new cuGraphInstantiate: set one node's parameters in the
 // executable graph (cuGraphExecKernelNodeSetParams), or edit the CUgraph and let
 // cuGraphExecUpdate carry the changes over. Last, it shows an update the driver
-// refuses, because the graph's shape changed, and what the answer says.
+// refuses because the graph's shape changed, what the answer says, and that the refused
+// update left the executable graph as it was.
 //
 //   explicit-update               the walkthrough
 //   explicit-update --device N    another GPU
@@ -16,7 +17,6 @@
 #include <bit>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 
 #include "../common/check_driver.h"
 #include "../common/course_util.h"
@@ -142,12 +142,16 @@ int main(int argc, char** argv) {
     size_t nodeCount = 0;
     CHECK_DRIVER(cuGraphGetNodes(graph, nullptr, &nodeCount));
     std::printf("graph nodes: %zu (memset, kernel after it, memcpy after that)\n", nodeCount);
+    course::Verdict verdict;
+    verdict.check("graph has the three nodes added", nodeCount == 3);
+    const auto all = static_cast<size_t>(kCount);
 
     course::printStep(3, "instantiate and launch");
     CUgraphExec exec = nullptr;
     CHECK_DRIVER(course::graphInstantiate(&exec, graph, 0));
     const size_t first = launchAndCount(exec, stream, host, 5.0f);
     std::printf("launch with a = 2, b = 3: %zu of %d elements = 5\n", first, kCount);
+    verdict.check("first launch computes every element", first == all);
 
     // Step 4: change one kernel node of the executable graph in place. Only the exec
     // changes: the CUgraph still says a = 2, b = 3.
@@ -158,9 +162,14 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuGraphExecKernelNodeSetParams(exec, kernelNode, &kernel));
     const size_t second = launchAndCount(exec, stream, host, 4.5f);
     std::printf("launch with a = 4, b = 0.5: %zu of %d elements = 4.5\n", second, kCount);
+    verdict.check("exec node parameters changed the next launch", second == all);
 
-    // Step 5: edit the CUgraph (two nodes here), then carry every change over at once.
-    // The driver compares the two graphs node by node; same shape, so it succeeds.
+    // Step 5: edit the CUgraph (two nodes here), then carry the changes over at once.
+    // cuGraphExecUpdate pairs the nodes of the two graphs and copies their parameters into
+    // the exec. It copies only what its rules allow (cuda.h lists them: same topology and
+    // node types, a kernel's function in the same context, memset and memcpy operands on
+    // the same devices and from the same contexts, no change of memcpy memory type, of a 2D
+    // memset's size, of cooperative launch, and more); here only values change, so it succeeds.
     course::printStep(5, "edit the graph, then cuGraphExecUpdate (course::graphExecUpdate)");
     const CUDA_MEMSET_NODE_PARAMS fillTwo = fillNode(x, 2.0f);
     CHECK_DRIVER(cuGraphMemsetNodeSetParams(memsetNode, &fillTwo));
@@ -168,31 +177,49 @@ int main(int argc, char** argv) {
     arguments.b = -2.0f;
     kernel = axpbNode(axpb, arguments, pointers);
     CHECK_DRIVER(cuGraphKernelNodeSetParams(kernelNode, &kernel));
-    CUgraphExecUpdateResult updateResult = CU_GRAPH_EXEC_UPDATE_ERROR;
+    CUgraphExecUpdateResult sameShapeResult = CU_GRAPH_EXEC_UPDATE_ERROR;
     CUgraphNode errorNode = nullptr;
-    const CUresult updated = REPORT_DRIVER(course::graphExecUpdate(exec, graph, &updateResult, &errorNode));
+    const CUresult updated = REPORT_DRIVER(course::graphExecUpdate(exec, graph, &sameShapeResult, &errorNode));
     std::printf("cuGraphExecUpdate, same shape: %s, %s\n", course::driverErrorName(updated),
-                updateResultName(updateResult));
+                updateResultName(sameShapeResult));
+    verdict.check("cuGraphExecUpdate accepts the same shape",
+                  updated == CUDA_SUCCESS && sameShapeResult == CU_GRAPH_EXEC_UPDATE_SUCCESS);
     const size_t third = launchAndCount(exec, stream, host, 4.0f);
     std::printf("launch with fill 2, a = 3, b = -2: %zu of %d elements = 4\n", third, kCount);
+    verdict.check("updated exec computes the edited graph", third == all);
 
-    // Step 6: a new node changes the topology. An exec's nodes and edges are fixed at
-    // instantiation, so the driver refuses, and says why in the update result.
+    // Step 6: a new node changes the topology, and the kernel gets new arguments too. An
+    // exec's nodes and edges are fixed at instantiation, so the driver refuses, and says
+    // why in the update result. cuda.h: CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE means "the
+    // graph update was not performed": none of the changes reached the exec, which stays
+    // valid and still computes what it did before (the launch below shows it).
     course::printStep(6, "add a node: cuGraphExecUpdate refuses a changed topology");
     CUgraphNode emptyNode = nullptr;
     CHECK_DRIVER(cuGraphAddEmptyNode(&emptyNode, graph, &copyNode, 1));
-    const CUresult refused = REPORT_DRIVER(course::graphExecUpdate(exec, graph, &updateResult, &errorNode));
+    arguments.a = 5.0f;
+    arguments.b = 0.0f;
+    kernel = axpbNode(axpb, arguments, pointers);
+    CHECK_DRIVER(cuGraphKernelNodeSetParams(kernelNode, &kernel));
+    CUgraphExecUpdateResult topologyResult = CU_GRAPH_EXEC_UPDATE_ERROR;
+    const CUresult refused = REPORT_DRIVER(course::graphExecUpdate(exec, graph, &topologyResult, &errorNode));
     std::printf("cuGraphExecUpdate, one node more: %s, %s\n", course::driverErrorName(refused),
-                updateResultName(updateResult));
+                updateResultName(topologyResult));
     std::printf("error node: %s\n", errorNode == nullptr     ? "none (the node counts differ)"
                                     : errorNode == emptyNode ? "the added empty node"
                                                              : "another node");
-    // The fix is a new instantiation. After a failed update the old exec is not to be
-    // trusted: destroy it.
+    verdict.check("cuGraphExecUpdate refuses a changed topology",
+                  refused == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE &&
+                      topologyResult == CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+    const size_t unchanged = launchAndCount(exec, stream, host, 4.0f);
+    std::printf("launch of the same exec after the refused update: %zu of %d elements = 4 (as in step 5)\n", unchanged,
+                kCount);
+    verdict.check("refused update left the exec as it was", unchanged == all);
+    // To run the new shape, instantiate the edited graph; the old exec is no longer needed.
     CHECK_DRIVER(cuGraphExecDestroy(exec));
     CHECK_DRIVER(course::graphInstantiate(&exec, graph, 0));
-    const size_t fourth = launchAndCount(exec, stream, host, 4.0f);
-    std::printf("launch after a new instantiation: %zu of %d elements = 4\n", fourth, kCount);
+    const size_t fourth = launchAndCount(exec, stream, host, 10.0f);
+    std::printf("launch after a new instantiation: %zu of %d elements = 10 (2 * 5 + 0)\n", fourth, kCount);
+    verdict.check("new instantiation computes the edited graph", fourth == all);
 
     course::printStep(7, "release everything, newest first");
     CHECK_DRIVER(cuGraphExecDestroy(exec));
@@ -205,10 +232,5 @@ int main(int argc, char** argv) {
     std::printf("released: graph exec, graph, buffers, stream, module, primary context\n");
 
     course::printStep(8, "check");
-    const auto all = static_cast<size_t>(kCount);
-    const bool updatesWork = updated == CUDA_SUCCESS && refused == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE &&
-                             updateResult == CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
-    const bool pass = nodeCount == 3 && first == all && second == all && third == all && fourth == all && updatesWork;
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 }

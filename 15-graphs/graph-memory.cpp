@@ -5,8 +5,9 @@
 // parameter, and a free node gives it back when the graph runs. The driver backs it
 // from a per-device pool that it keeps between launches, so a replay does not pay for
 // cuMemAlloc and cuMemFree. This program builds alloc -> memset -> kernel -> copy to
-// the host -> free, launches it twice, and watches the pool with
-// cuDeviceGetGraphMemAttribute until cuDeviceGraphMemTrim hands the memory back.
+// the host -> free, launches it twice, and measures the pool with
+// cuDeviceGetGraphMemAttribute: after each launch, after the graph is destroyed, and after
+// cuDeviceGraphMemTrim hands the memory back.
 //
 //   graph-memory               the walkthrough
 //   graph-memory --device N    another GPU
@@ -16,7 +17,6 @@
 #include <bit>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 
 #include "../common/check_driver.h"
 #include "../common/course_util.h"
@@ -131,32 +131,52 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuGraphGetNodes(graph, nullptr, &nodeCount));
     std::printf("graph nodes: %zu (alloc, memset, kernel, memcpy, free)\n", nodeCount);
 
-    // Step 4: launch twice. The pool keeps the memory between launches, so the second
-    // launch maps nothing new; the address is the same on every launch.
+    // Step 4: launch twice, and read the pool's size (CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+    // "memory currently allocated for use by the CUDA graphs asynchronous allocator") after
+    // instantiation and after each launch. The free node ends the allocation at the end of
+    // each launch, but the pool keeps the memory behind it for the next one: the second
+    // launch should find it there and reserve nothing more. The address stays the same
+    // (cuda.h: "fixed across instantiations and launches").
     course::printStep(4, "instantiate, launch twice, watch the graph memory pool");
+    course::Verdict verdict;
+    verdict.check("graph has the five nodes added", nodeCount == 5);
     CUgraphExec exec = nullptr;
     CHECK_DRIVER(course::graphInstantiate(&exec, graph, 0));
+    // An observation, not a check: cuda.h does not say when the pool grows.
     std::printf("graph memory reserved after instantiation: %llu bytes\n", reservedGraphMemory(device));
+    const char* const launchNames[] = {"first", "second"};
     size_t correct[2] = {};
-    for (size_t& launchCorrect : correct) {
+    unsigned long long reservedAfter[2] = {};
+    for (int launch = 0; launch < 2; ++launch) {
         std::fill(host, host + kCount, -1.0f);
         CHECK_DRIVER(cuGraphLaunch(exec, stream));
         CHECK_DRIVER(cuStreamSynchronize(stream));
-        launchCorrect = static_cast<size_t>(std::count(host, host + kCount, 42.0f));
+        correct[launch] = static_cast<size_t>(std::count(host, host + kCount, 42.0f));
+        reservedAfter[launch] = reservedGraphMemory(device);
+        std::printf("%s launch: %zu of %d elements = 42 (6 * 7)\n", launchNames[launch], correct[launch], kCount);
+        std::printf("graph memory reserved after the %s launch: %llu bytes\n", launchNames[launch],
+                    reservedAfter[launch]);
     }
-    const unsigned long long reservedAfterLaunches = reservedGraphMemory(device);
-    std::printf("first launch: %zu of %d elements = 42 (6 * 7)\n", correct[0], kCount);
-    std::printf("second launch: %zu of %d elements = 42\n", correct[1], kCount);
-    std::printf("graph memory reserved after two launches: %llu bytes\n", reservedAfterLaunches);
+    const auto all = static_cast<size_t>(kCount);
+    verdict.check("first launch computes every element", correct[0] == all);
+    verdict.check("second launch computes every element", correct[1] == all);
+    verdict.check("pool holds the allocation after the first launch", reservedAfter[0] >= kBytes);
+    verdict.check("second launch reserved nothing more", reservedAfter[1] == reservedAfter[0]);
 
-    // Step 5: destroying the exec does not shrink the pool: the driver keeps the memory
-    // for the next graph. cuDeviceGraphMemTrim returns what no graph is using.
+    // Step 5: destroying the exec and the graph ends the allocation node, yet the pool
+    // keeps its memory for the next graph (measured below). cuDeviceGraphMemTrim frees the
+    // blocks that no executing or scheduled graph uses back to the OS (cuda.h).
     course::printStep(5, "release, then trim the pool");
     CHECK_DRIVER(cuGraphExecDestroy(exec));
     CHECK_DRIVER(cuGraphDestroy(graph));
+    const unsigned long long reservedAfterDestroy = reservedGraphMemory(device);
+    std::printf("graph memory reserved after cuGraphExecDestroy and cuGraphDestroy: %llu bytes\n",
+                reservedAfterDestroy);
+    verdict.check("destroying the graph kept the pool", reservedAfterDestroy == reservedAfter[1]);
     CHECK_DRIVER(cuDeviceGraphMemTrim(device));
     const unsigned long long reservedAfterTrim = reservedGraphMemory(device);
     std::printf("graph memory reserved after cuDeviceGraphMemTrim: %llu bytes\n", reservedAfterTrim);
+    verdict.check("trim gave the pool back", reservedAfterTrim < reservedAfterDestroy);
     CHECK_DRIVER(cuMemFreeHost(hostBuffer));
     CHECK_DRIVER(cuStreamDestroy(stream));
     CHECK_DRIVER(cuModuleUnload(module));
@@ -164,10 +184,5 @@ int main(int argc, char** argv) {
     std::printf("released: graph exec, graph, host buffer, stream, module, primary context\n");
 
     course::printStep(6, "check");
-    const auto all = static_cast<size_t>(kCount);
-    const bool poolBehaves = reservedAfterLaunches >= kBytes && reservedAfterTrim < reservedAfterLaunches;
-    std::printf("pool held the allocation, trim gave it back: %s\n", poolBehaves ? "yes" : "NO");
-    const bool pass = nodeCount == 5 && correct[0] == all && correct[1] == all && poolBehaves;
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 }

@@ -12,8 +12,8 @@ using namespace harness;
 namespace {
 
 const std::string kLesson = "14-multi-gpu";
-// Named strings, not literals, in defaultRun's arguments: it returns a reference, and a
-// temporary std::string among its arguments makes GCC 13 warn (-Wdangling-reference).
+// The two programs' names (defaultRun's result is taken by value below: a reference to it
+// next to temporary strings is what GCC 13's -Wdangling-reference warns about).
 const std::string kPeerAccess = "peer_access";
 const std::string kPeerCopy = "peer_copy";
 const std::vector<std::string> kPrograms = {kPeerAccess, kPeerCopy};
@@ -54,6 +54,38 @@ private:
     const PeerFunctions& f_;
     CUdevice device_;
     CUcontext context_ = nullptr;
+};
+
+// Peer access from the current context to `peer`, enabled for one test and disabled at its
+// end, also when a failed REQUIRE ends the test early: a test must not leave it on for the
+// tests after it. disable() turns it off now (and reports the result); the destructor then
+// does nothing.
+class EnabledPeerAccess {
+public:
+    EnabledPeerAccess(const PeerFunctions& f, CUcontext current, CUcontext peer)
+        : f_(f), current_(current), peer_(peer) {
+        REQUIRE(f_.setCurrent(current_) == CUDA_SUCCESS);
+        REQUIRE(f_.enablePeer(peer_, 0) == CUDA_SUCCESS);
+        enabled_ = true;
+    }
+    ~EnabledPeerAccess() {
+        if (!enabled_) return;
+        f_.setCurrent(current_);
+        f_.disablePeer(peer_);
+    }
+    EnabledPeerAccess(const EnabledPeerAccess&) = delete;
+    EnabledPeerAccess& operator=(const EnabledPeerAccess&) = delete;
+    CUresult disable() {
+        enabled_ = false;
+        const CUresult current = f_.setCurrent(current_);
+        return current != CUDA_SUCCESS ? current : f_.disablePeer(peer_);
+    }
+
+private:
+    const PeerFunctions& f_;
+    CUcontext current_;
+    CUcontext peer_;
+    bool enabled_ = false;
 };
 
 // GPUs 0 and 1, or a SKIP that says why this machine cannot run the two-GPU path.
@@ -178,7 +210,7 @@ TEST_CASE("Lesson 14 peer_access enables one direction and a kernel on GPU 0 rea
           "[gpu][14][lesson14][two-gpus]") {
     const PeerFunctions f;
     requireTwoPeerGpus(f);
-    const RunResult& r = defaultRun(kLesson, kPeerAccess);
+    const RunResult r = defaultRun(kLesson, kPeerAccess);
     attachToReport(r);
     CHECK(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
@@ -186,19 +218,28 @@ TEST_CASE("Lesson 14 peer_access enables one direction and a kernel on GPU 0 rea
     CHECK(valueOf(r.out, "cuDeviceCanAccessPeer(GPU 1 -> GPU 0)") == "1");
     CHECK(valueOf(r.out, "link GPU 0 -> GPU 1, access supported") == "1");
     CHECK(valueOf(r.out, "link GPU 1 -> GPU 0, access supported") == "1");
-    for (const char* label : {"link GPU 0 -> GPU 1, performance rank", "link GPU 0 -> GPU 1, native atomics supported",
-                              "link GPU 0 -> GPU 1, CUDA array access supported"}) {
+    for (const char* label :
+         {"link GPU 0 -> GPU 1, performance rank", "link GPU 0 -> GPU 1, native atomics supported",
+          "link GPU 0 -> GPU 1, CUDA array access supported", "GPU 0 compute capability", "GPU 1 compute capability"}) {
         INFO(label);
         CHECK(valueOf(r.out, label).has_value());
     }
+#if CUDA_VERSION >= 13000
+    // Printed next to NATIVE_ATOMIC_SUPPORTED, so that a 0 there is not read as "no atomics".
+    CHECK(valueOf(r.out, "link GPU 0 -> GPU 1, only partial native atomics supported").has_value());
+#endif
     CHECK(valueOf(r.out, "cuCtxEnablePeerAccess again, same two contexts") == "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED");
     CHECK(valueOf(r.out, "cuCtxDisablePeerAccess in GPU 1's context for GPU 0's (never enabled)") ==
           "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED");
     CHECK(contains(r.err, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED (code 704)"));
     CHECK(contains(r.err, "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED (code 705)"));
     CHECK(valueOf(r.out, "kernel on GPU 0 read GPU 1's buffer") == "1048576 of 1048576 words = 2 * in + 1");
-    CHECK(valueOf(r.out, "peer access was enabled once, in one direction only") == "yes");
-    CHECK(valueOf(r.out, "the buffer belongs to GPU 1") == "yes");
+    for (const char* check :
+         {"driver records the direction as already enabled", "driver records the reverse direction as not enabled",
+          "buffer belongs to the peer GPU", "kernel on the first GPU computed from the peer's buffer"}) {
+        INFO(check);
+        CHECK(valueOf(r.out, std::string("check ") + check) == "ok");
+    }
 }
 
 TEST_CASE("Lesson 14 peer_access --device 1 --peer 0 runs the same story the other way round",
@@ -213,7 +254,7 @@ TEST_CASE("Lesson 14 peer_access --device 1 --peer 0 runs the same story the oth
     CHECK(valueOf(r.out, "cuDeviceCanAccessPeer(GPU 1 -> GPU 0)") == "1");
     CHECK(valueOf(r.out, "cuDeviceCanAccessPeer(GPU 0 -> GPU 1)") == "1");
     CHECK(valueOf(r.out, "kernel on GPU 1 read GPU 0's buffer") == "1048576 of 1048576 words = 2 * in + 1");
-    CHECK(valueOf(r.out, "the buffer belongs to GPU 0") == "yes");
+    CHECK(valueOf(r.out, "check buffer belongs to the peer GPU") == "ok");
     CHECK(contains(r.out, "Result = PASS"));
 }
 
@@ -221,18 +262,19 @@ TEST_CASE("Lesson 14 peer_copy copies GPU 0 -> GPU 1 and back exactly, with and 
           "[gpu][14][lesson14][two-gpus]") {
     const PeerFunctions f;
     requireTwoPeerGpus(f);
-    const RunResult& r = defaultRun(kLesson, kPeerCopy);
+    const RunResult r = defaultRun(kLesson, kPeerCopy);
     attachToReport(r);
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "cuMemcpyPeer GPU 0 -> GPU 1") == "4194304 of 4194304 words match");
     CHECK(valueOf(r.out, "cuMemcpyPeerAsync GPU 1 -> GPU 0") == "4194304 of 4194304 words match");
     CHECK(valueOf(r.out, "benchmark") == "not run (add --bench)");
-    CHECK(valueOf(r.out, "both copies exact") == "yes");
+    CHECK(valueOf(r.out, "check copy without peer access is exact") == "ok");
+    CHECK(valueOf(r.out, "check copy back with peer access is exact") == "ok");
     CHECK(r.err.empty());
     CHECK(contains(r.out, "Result = PASS"));
 }
 
-TEST_CASE("Lesson 14 peer_copy --bench prints peer and staged bandwidth both ways for make bench",
+TEST_CASE("Lesson 14 peer_copy --bench: peer copies beat copies staged through pinned host memory, both ways",
           "[gpu][14][lesson14][two-gpus]") {
     const PeerFunctions f;
     requireTwoPeerGpus(f);
@@ -243,26 +285,32 @@ TEST_CASE("Lesson 14 peer_copy --bench prints peer and staged bandwidth both way
     CHECK(r.exitCode == 0);
     for (const char* direction : {"GPU 0 -> GPU 1", "GPU 1 -> GPU 0"}) {
         INFO(direction);
-        CHECK(benchValue(r.out, std::string("peer copy ") + direction) > 0.0);
-        CHECK(benchValue(r.out, std::string("staged copy via pinned host ") + direction) > 0.0);
-        CHECK(benchValue(r.out, std::string("peer / staged ") + direction) > 0.0);
+        const double peer = benchValue(r.out, std::string("peer copy ") + direction);
+        const double staged = benchValue(r.out, std::string("staged copy via pinned host ") + direction);
+        CHECK(staged > 0.0);
+        // The direction the README states, on means of 10 copies of 256 MiB: the peer copy
+        // is faster than the staged one. Margin: 1.5 x (two H200 over NVLink showed 14 x), so
+        // noise cannot flip it; a machine whose peer path goes over slow PCIe may fail it,
+        // and that is worth knowing.
+        CHECK(peer >= 1.5 * staged);
+        CHECK(benchValue(r.out, std::string("peer / staged ") + direction) >= 1.5);
     }
     CHECK(contains(r.out, "Result = PASS"));
 }
 
-TEST_CASE("Peer access is one-directional: enabling 0 -> 1 leaves 1 -> 0 not enabled",
+TEST_CASE("The driver records peer access per direction: enabling 0 -> 1 leaves 1 -> 0 not enabled",
           "[gpu][14][lesson14][two-gpus]") {
+    // What the driver's bookkeeping says (the error codes of cuCtxEnablePeerAccess and
+    // cuCtxDisablePeerAccess), not what a kernel of GPU 1 would do: none runs here.
     const PeerFunctions f;
     const auto [first, second] = requireTwoPeerGpus(f);
     RetainedPrimaryContext contextFirst(f, first);
     RetainedPrimaryContext contextSecond(f, second);
-    REQUIRE(f.setCurrent(contextFirst.get()) == CUDA_SUCCESS);
-    REQUIRE(f.enablePeer(contextSecond.get(), 0) == CUDA_SUCCESS);
+    EnabledPeerAccess firstToSecond(f, contextFirst.get(), contextSecond.get());
     CHECK(f.enablePeer(contextSecond.get(), 0) == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
     REQUIRE(f.setCurrent(contextSecond.get()) == CUDA_SUCCESS);
     CHECK(f.disablePeer(contextFirst.get()) == CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
-    REQUIRE(f.setCurrent(contextFirst.get()) == CUDA_SUCCESS);
-    CHECK(f.disablePeer(contextSecond.get()) == CUDA_SUCCESS);
+    CHECK(firstToSecond.disable() == CUDA_SUCCESS);
     CHECK(f.disablePeer(contextSecond.get()) == CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
 }
 
