@@ -2,8 +2,9 @@
 //
 // The driver only ever shows the top of a stack (cuCtxGetCurrent). A StackView keeps a
 // copy of what the program pushed, gives each context a name, prints the copy after
-// every change, and checks that its top is what the driver says is current. The cu*
-// calls that change the stack stay in the programs; the view only records them.
+// every change, and checks (through the program's course::Verdict) that its top is what
+// the driver says is current. The cu* calls that change the stack stay in the programs;
+// the view only records them.
 #pragma once
 
 #include <cuda.h>
@@ -14,16 +15,23 @@
 #include <vector>
 
 #include "../common/check_driver.h"
+#include "../common/course_util.h"
 
 namespace lesson03 {
 
 constexpr size_t kMiB = 1024 * 1024;
+// Slack for comparisons of free memory: the driver rounds allocations up to its page
+// size and keeps some memory for itself.
+constexpr long long kTolerance = 32 * kMiB;
 
 inline double mebibytes(long long bytes) {
     return static_cast<double>(bytes) / static_cast<double>(kMiB);
 }
 
-// Free memory of the whole device (every context and process), asked through the
+// cuMemGetInfo's `free`: "the amount of memory on the device that is free according to
+// the OS" (cuda.h), so every context and every process counts, and it can change at any
+// moment. (Its `total` is "the total amount of memory available to the current context",
+// which MIG or an MPS limit can make smaller than the device.) It is asked through the
 // current context: cuMemGetInfo needs one.
 inline size_t freeDeviceMemory() {
     size_t freeBytes = 0;
@@ -34,6 +42,8 @@ inline size_t freeDeviceMemory() {
 
 class StackView {
 public:
+    explicit StackView(course::Verdict& verdict) : verdict_(verdict) {}
+
     void name(CUcontext context, const std::string& name) { names_[context] = name; }
 
     std::string nameOf(CUcontext context) const {
@@ -43,7 +53,7 @@ public:
     }
 
     // Prints the current context (asked of the driver) and the copy, top first, by name
-    // and by handle. Returns false when the driver's current context is not its top.
+    // and by handle, then checks that the driver's current context is the copy's top.
     bool show() const {
         CUcontext current = nullptr;
         CHECK_DRIVER(cuCtxGetCurrent(&current));
@@ -59,10 +69,10 @@ public:
         std::printf("stack (top first):%s\n", stack_.empty() ? " (empty)" : byName.c_str());
         std::printf("stack handles (top first):%s\n", stack_.empty() ? " (empty)" : byHandle.c_str());
         const CUcontext top = stack_.empty() ? nullptr : stack_.back();
-        if (current == top) return true;
-        std::printf("MISMATCH: the driver's current context is %s, the top of the copy is %s\n",
-                    nameOf(current).c_str(), nameOf(top).c_str());
-        return false;
+        if (current != top)
+            std::printf("MISMATCH: the driver's current context is %s, the top of the copy is %s\n",
+                        nameOf(current).c_str(), nameOf(top).c_str());
+        return verdict_.check("current context is the top of the copy", current == top);
     }
 
     // After cuCtxCreate or cuCtxPushCurrent: `context` is on top now.
@@ -77,11 +87,13 @@ public:
         const bool wasTop = !stack_.empty() && stack_.back() == popped;
         if (!stack_.empty()) stack_.pop_back();
         std::printf("cuCtxPopCurrent: popped %s\n", nameOf(popped).c_str());
+        verdict_.check("cuCtxPopCurrent returned the top of the copy", wasTop);
         return show() && wasTop;
     }
 
-    // After cuCtxDestroy of the context on top: the documented behaviour is that it is
-    // popped. show() compares that with what the driver says.
+    // After cuCtxDestroy of the context on top: cuda.h says it is then "popped from the
+    // current thread's context stack (as though cuCtxPopCurrent() were called)". show()
+    // compares that with what the driver says.
     bool destroyedTop(const std::string& what) {
         if (!stack_.empty()) stack_.pop_back();
         std::printf("%s\n", what.c_str());
@@ -89,6 +101,7 @@ public:
     }
 
 private:
+    course::Verdict& verdict_;
     std::vector<CUcontext> stack_;  // back() is the top
     std::map<CUcontext, std::string> names_;
 };

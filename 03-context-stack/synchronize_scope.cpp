@@ -1,8 +1,10 @@
 // Lesson 03, program 2 — cuCtxSynchronize waits for the current context's work only.
 //
-// ctxA's stream is held at a gate: a host function that waits until the main thread
-// opens it, with a memset queued behind it. With ctxB current, cuCtxSynchronize must
-// return while ctxA's work is still pending; with ctxA current it must wait for it.
+// ctxA's stream is held at a gate: cuStreamWaitValue32 makes the stream wait until a word
+// in pinned host memory reaches 1, and a memset is queued behind the wait. Only the CPU
+// opens the gate, with a plain store: no host function blocks, and nothing in CUDA waits
+// on another CUDA call. With ctxB current, cuCtxSynchronize must return while ctxA's
+// work is still pending; with ctxA current it must wait for it.
 //
 //   synchronize_scope [--device N]
 #include <cuda.h>
@@ -13,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <future>
+#include <thread>
 #include <vector>
 
 #include "../common/check_driver.h"
@@ -24,20 +27,14 @@ namespace {
 
 // What the memset writes, so that a read-back can tell written memory from anything else.
 constexpr unsigned int kPattern = 0x600DF00Du;
+// How long the watchdog lets the gate stay closed. The main thread opens it as soon as
+// step 3 is done; this margin only matters when something is wrong.
+constexpr auto kWatchdogTimeout = std::chrono::seconds(10);
 
-// A host function enqueued on ctxA's stream waits here until the main thread opens the
-// gate, so nothing behind it in that stream can finish before then. This is a teaching
-// device: a real host function never waits on another thread.
-struct Gate {
-    std::promise<void> open;
-    std::future<void> opened = open.get_future();
-    std::atomic<bool> openedInTime{false};
-};
-
-void CUDA_CB waitAtGate(void* userData) {
-    auto* gate = static_cast<Gate*>(userData);
-    // The timeout keeps a wrong guess about cuCtxSynchronize from hanging the program.
-    gate->openedInTime = gate->opened.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+// The gate: a word of pinned host memory that ctxA's stream waits on. Opening it is a CPU
+// store; the GPU reads the word over the bus until it sees the value it waits for.
+void setGate(cuuint32_t* word, cuuint32_t value) {
+    std::atomic_ref<cuuint32_t>(*word).store(value, std::memory_order_release);
 }
 
 }  // namespace
@@ -46,7 +43,8 @@ int main(int argc, char** argv) {
     course::Arguments args;
     if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
     const int ordinal = args.deviceOrdinal();
-    lesson03::StackView view;
+    course::Verdict verdict;
+    lesson03::StackView view(verdict);
 
     // Step 1: two contexts on one device, as in program 1.
     course::printStep(1, "create two contexts");
@@ -56,65 +54,87 @@ int main(int argc, char** argv) {
     CUcontext ctxA = nullptr;
     CHECK_DRIVER(course::ctxCreate(&ctxA, CU_CTX_SCHED_AUTO, device));
     view.name(ctxA, "ctxA");
-    bool pass = view.pushed(ctxA, "created ctxA (CU_CTX_SCHED_AUTO)");
+    view.pushed(ctxA, "created ctxA (CU_CTX_SCHED_AUTO)");
     CUcontext ctxB = nullptr;
     CHECK_DRIVER(course::ctxCreate(&ctxB, CU_CTX_SCHED_BLOCKING_SYNC, device));
     view.name(ctxB, "ctxB");
-    pass = view.pushed(ctxB, "created ctxB (CU_CTX_SCHED_BLOCKING_SYNC)") && pass;
+    view.pushed(ctxB, "created ctxB (CU_CTX_SCHED_BLOCKING_SYNC)");
 
-    // Step 2: a stream, a buffer and a held host function belong to ctxA, so ctxA must be
-    // current while they are made and the work is queued.
+    // Step 2: the stream, the buffer and the gate word belong to ctxA, so ctxA must be
+    // current while they are made and the work is queued. The buffer is cleared in the
+    // same stream first, so that only the memset behind the gate can put the pattern there.
     course::printStep(2, "queue work in ctxA behind a gate");
     CHECK_DRIVER(cuCtxPushCurrent(ctxA));
-    pass = view.pushed(ctxA, "cuCtxPushCurrent(ctxA)") && pass;
-    constexpr size_t kWords = 1 << 20;  // 4 MiB of 32-bit words
+    view.pushed(ctxA, "cuCtxPushCurrent(ctxA)");
+    constexpr size_t kWords = 16 << 20;  // 64 MiB of 32-bit words
     CUstream streamA = nullptr;
     CHECK_DRIVER(cuStreamCreate(&streamA, CU_STREAM_NON_BLOCKING));
     CUdeviceptr wordsA = 0;
     CHECK_DRIVER(cuMemAlloc(&wordsA, kWords * sizeof(unsigned int)));
-    Gate gate;
-    CHECK_DRIVER(cuLaunchHostFunc(streamA, waitAtGate, &gate));
+    void* gateHost = nullptr;
+    CHECK_DRIVER(cuMemHostAlloc(&gateHost, sizeof(cuuint32_t), CU_MEMHOSTALLOC_DEVICEMAP));
+    auto* gate = static_cast<cuuint32_t*>(gateHost);
+    CUdeviceptr gateDevice = 0;  // the same word, as the GPU addresses it
+    CHECK_DRIVER(cuMemHostGetDevicePointer(&gateDevice, gateHost, 0));
+    setGate(gate, 0);
+    CHECK_DRIVER(cuMemsetD32Async(wordsA, 0, kWords, streamA));
+    CHECK_DRIVER(cuStreamWaitValue32(streamA, gateDevice, 1, CU_STREAM_WAIT_VALUE_GEQ));
     CHECK_DRIVER(cuMemsetD32Async(wordsA, kPattern, kWords, streamA));
-    std::printf("ctxA's stream: a host function held at a gate, then cuMemsetD32Async of 4 MiB\n");
+    std::printf("ctxA's stream: clear 64 MiB, wait until the gate word is 1, then cuMemsetD32Async\n");
+    // A watchdog thread opens the gate if the main thread has not within kWatchdogTimeout,
+    // so that a wrong guess about cuCtxSynchronize cannot hang the program. It makes no CUDA call.
+    std::promise<void> openedByMain;
+    std::atomic<bool> openedByWatchdog{false};
+    std::thread watchdog([gate, &openedByWatchdog, opened = openedByMain.get_future()] {
+        if (opened.wait_for(kWatchdogTimeout) == std::future_status::ready) return;
+        openedByWatchdog = true;
+        setGate(gate, 1);
+    });
     CUcontext popped = nullptr;
     CHECK_DRIVER(cuCtxPopCurrent(&popped));
-    pass = view.popped(popped) && pass;
+    view.popped(popped);
 
     // Step 3: ctxB is current and has no work of its own, so its synchronise returns at
     // once. Back in ctxA, CUDA_ERROR_NOT_READY is cuStreamQuery's answer for "work still
     // pending", not a failure.
     course::printStep(3, "cuCtxSynchronize in ctxB does not wait for ctxA");
     CHECK_DRIVER(cuCtxSynchronize());
-    std::printf("cuCtxSynchronize in ctxB: returned while ctxA's stream is held\n");
+    std::printf("cuCtxSynchronize in ctxB: returned\n");
     CHECK_DRIVER(cuCtxPushCurrent(ctxA));
-    pass = view.pushed(ctxA, "cuCtxPushCurrent(ctxA)") && pass;
+    view.pushed(ctxA, "cuCtxPushCurrent(ctxA)");
     const CUresult whileHeld = cuStreamQuery(streamA);
+    if (whileHeld != CUDA_ERROR_NOT_READY) CHECK_DRIVER(whileHeld);  // any other error ends the program
     std::printf("ctxA's stream after cuCtxSynchronize in ctxB: %s\n", course::driverErrorName(whileHeld));
+    verdict.check("ctxA's stream still held after cuCtxSynchronize in ctxB", whileHeld == CUDA_ERROR_NOT_READY);
 
-    // Step 4: open the gate; with ctxA current, cuCtxSynchronize waits for the host
-    // function and the memset behind it.
+    // Step 4: open the gate; with ctxA current, cuCtxSynchronize waits for the wait and
+    // the memset behind it.
     course::printStep(4, "cuCtxSynchronize in ctxA waits for ctxA's work");
-    gate.open.set_value();
+    setGate(gate, 1);
+    openedByMain.set_value();
     CHECK_DRIVER(cuCtxSynchronize());
     const CUresult afterSync = cuStreamQuery(streamA);
+    if (afterSync != CUDA_ERROR_NOT_READY) CHECK_DRIVER(afterSync);
     std::printf("ctxA's stream after cuCtxSynchronize in ctxA: %s\n", course::driverErrorName(afterSync));
-    std::printf("gate opened by the main thread before its timeout: %s\n", gate.openedInTime ? "yes" : "no");
+    verdict.check("ctxA's stream done after cuCtxSynchronize in ctxA", afterSync == CUDA_SUCCESS);
+    watchdog.join();
+    std::printf("gate opened by: %s\n", openedByWatchdog ? "the watchdog" : "the main thread");
+    verdict.check("main thread opened the gate, not the watchdog", !openedByWatchdog);
     std::vector<unsigned int> words(kWords);
     CHECK_DRIVER(cuMemcpyDtoH(words.data(), wordsA, kWords * sizeof(unsigned int)));
     const bool filled = std::all_of(words.begin(), words.end(), [](unsigned int w) { return w == kPattern; });
-    std::printf("ctxA's buffer: %s\n", filled ? "filled by the memset" : "NOT filled");
-    pass = pass && whileHeld == CUDA_ERROR_NOT_READY && afterSync == CUDA_SUCCESS && gate.openedInTime && filled;
+    verdict.check("ctxA's buffer holds the memset's pattern", filled);
 
     // Step 5: ctxA's objects are released while ctxA is current, then both contexts go.
     course::printStep(5, "clean up and check");
+    CHECK_DRIVER(cuMemFreeHost(gateHost));
     CHECK_DRIVER(cuMemFree(wordsA));
     CHECK_DRIVER(cuStreamDestroy(streamA));
     CHECK_DRIVER(cuCtxPopCurrent(&popped));
-    pass = view.popped(popped) && pass;
+    view.popped(popped);
     CHECK_DRIVER(cuCtxDestroy(ctxB));
-    pass = view.destroyedTop("cuCtxDestroy(ctxB)") && pass;
+    view.destroyedTop("cuCtxDestroy(ctxB)");
     CHECK_DRIVER(cuCtxDestroy(ctxA));
-    pass = view.destroyedTop("cuCtxDestroy(ctxA)") && pass;
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    view.destroyedTop("cuCtxDestroy(ctxA)");
+    return verdict.finish();
 }

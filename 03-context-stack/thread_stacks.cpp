@@ -1,8 +1,13 @@
 // Lesson 03, program 4 — stacks are per thread.
 //
-// A new thread starts with an empty stack whatever other threads have pushed. A
-// context that is alive but current on no thread ("floating") can be pushed there,
-// used, and popped again; the main thread's stack does not change meanwhile.
+// The main thread keeps ctxA current the whole time. A new thread still starts with an
+// empty stack: what other threads pushed is not current there. A context that is alive
+// but current on no thread ("floating", ctxB here) can be pushed there, used, and popped
+// again; the main thread's current context does not change meanwhile.
+//
+// A worker thread must not end the process: CHECK_DRIVER calls std::exit, which runs
+// static destructors while other threads may still be using them. The worker records the
+// first call that failed instead, and the main thread reports it after join.
 //
 //   thread_stacks [--device N]
 #include <cuda.h>
@@ -29,7 +34,36 @@ struct WorkerReport {
     bool worked = false;
     CUcontext popped = nullptr;
     CUcontext afterPop = nullptr;
+    // The first driver call that failed on the worker, for the main thread to report.
+    CUresult failure = CUDA_SUCCESS;
+    const char* failedCall = nullptr;
+    int failedLine = 0;
+
+    // Records a failure (the first one only) and says whether the call succeeded.
+    bool ok(CUresult result, const char* call, int line) {
+        if (result != CUDA_SUCCESS && failure == CUDA_SUCCESS) {
+            failure = result;
+            failedCall = call;
+            failedLine = line;
+        }
+        return result == CUDA_SUCCESS;
+    }
 };
+
+// The worker's form of CHECK_DRIVER: record the call's text and line, never exit.
+#define WORKER_CALL(report, call) (report).ok((call), #call, __LINE__)
+
+// Runs on the worker with ctxB current: fill a small buffer and read it back.
+void workInCurrentContext(WorkerReport& report) {
+    constexpr size_t kSmallWords = 1024;
+    CUdeviceptr small = 0;
+    if (!WORKER_CALL(report, cuMemAlloc(&small, kSmallWords * sizeof(unsigned int)))) return;
+    std::vector<unsigned int> back(kSmallWords);
+    if (WORKER_CALL(report, cuMemsetD32(small, kPattern, kSmallWords)) &&
+        WORKER_CALL(report, cuMemcpyDtoH(back.data(), small, kSmallWords * sizeof(unsigned int))))
+        report.worked = std::all_of(back.begin(), back.end(), [](unsigned int w) { return w == kPattern; });
+    WORKER_CALL(report, cuMemFree(small));
+}
 
 }  // namespace
 
@@ -37,58 +71,68 @@ int main(int argc, char** argv) {
     course::Arguments args;
     if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
     const int ordinal = args.deviceOrdinal();
-    lesson03::StackView view;
+    course::Verdict verdict;
+    lesson03::StackView view(verdict);
 
-    // Step 1: create ctxA (pushed here) and pop it: it stays alive, current nowhere.
-    course::printStep(1, "a floating context");
+    // Step 1: create ctxA and ctxB (each pushed here), then pop ctxB: it stays alive,
+    // current nowhere, while ctxA stays current on the main thread.
+    course::printStep(1, "ctxA current on the main thread, ctxB floating");
     CHECK_DRIVER(cuInit(0));
     CUdevice device = 0;
     CHECK_DRIVER(cuDeviceGet(&device, ordinal));
     CUcontext ctxA = nullptr;
     CHECK_DRIVER(course::ctxCreate(&ctxA, CU_CTX_SCHED_AUTO, device));
     view.name(ctxA, "ctxA");
-    bool pass = view.pushed(ctxA, "created ctxA (CU_CTX_SCHED_AUTO)");
+    view.pushed(ctxA, "created ctxA (CU_CTX_SCHED_AUTO)");
+    CUcontext ctxB = nullptr;
+    CHECK_DRIVER(course::ctxCreate(&ctxB, CU_CTX_SCHED_AUTO, device));
+    view.name(ctxB, "ctxB");
+    view.pushed(ctxB, "created ctxB (CU_CTX_SCHED_AUTO)");
     CUcontext popped = nullptr;
     CHECK_DRIVER(cuCtxPopCurrent(&popped));
-    pass = view.popped(popped) && pass;
+    view.popped(popped);
 
-    // Step 2: the worker pushes the floating ctxA, does real work in it (fill a small
-    // buffer and read it back) and pops it. It only records what it sees; the main
-    // thread prints after join, which also makes the worker's writes visible here.
+    // Step 2: the worker looks at its own stack while ctxA is current here, pushes the
+    // floating ctxB, does real work in it, and pops it, whatever failed in between. It
+    // only records; the main thread prints after join, which also makes the worker's
+    // writes visible here.
     course::printStep(2, "a new thread has a stack of its own");
     WorkerReport report;
-    std::thread worker([&report, ctxA] {
-        CHECK_DRIVER(cuCtxGetCurrent(&report.atStart));
-        CHECK_DRIVER(cuCtxPushCurrent(ctxA));
-        CHECK_DRIVER(cuCtxGetCurrent(&report.afterPush));
-        constexpr size_t kSmallWords = 1024;
-        CUdeviceptr small = 0;
-        CHECK_DRIVER(cuMemAlloc(&small, kSmallWords * sizeof(unsigned int)));
-        CHECK_DRIVER(cuMemsetD32(small, kPattern, kSmallWords));
-        std::vector<unsigned int> back(kSmallWords);
-        CHECK_DRIVER(cuMemcpyDtoH(back.data(), small, kSmallWords * sizeof(unsigned int)));
-        CHECK_DRIVER(cuMemFree(small));
-        report.worked = std::all_of(back.begin(), back.end(), [](unsigned int w) { return w == kPattern; });
-        CHECK_DRIVER(cuCtxPopCurrent(&report.popped));
-        CHECK_DRIVER(cuCtxGetCurrent(&report.afterPop));
+    std::thread worker([&report, ctxB] {
+        if (!WORKER_CALL(report, cuCtxGetCurrent(&report.atStart))) return;
+        if (!WORKER_CALL(report, cuCtxPushCurrent(ctxB))) return;
+        if (WORKER_CALL(report, cuCtxGetCurrent(&report.afterPush))) workInCurrentContext(report);
+        if (WORKER_CALL(report, cuCtxPopCurrent(&report.popped)))
+            WORKER_CALL(report, cuCtxGetCurrent(&report.afterPop));
     });
     worker.join();
+    if (report.failure != CUDA_SUCCESS)
+        course::reportDriverError(report.failure, report.failedCall, __FILE__, report.failedLine);
+    verdict.check("every driver call on the worker succeeded", report.failure == CUDA_SUCCESS);
     std::printf("new thread current context: %s\n", view.nameOf(report.atStart).c_str());
-    std::printf("worker current context after cuCtxPushCurrent(ctxA): %s\n", view.nameOf(report.afterPush).c_str());
-    std::printf("work in ctxA on the worker thread: %s\n", report.worked ? "ok" : "WRONG");
+    verdict.check("a new thread starts with no current context", report.atStart == nullptr);
+    std::printf("worker current context after cuCtxPushCurrent(ctxB): %s\n", view.nameOf(report.afterPush).c_str());
+    verdict.check("worker's current context after the push is ctxB", report.afterPush == ctxB);
+    verdict.check("work in ctxB on the worker read back the pattern", report.worked);
     std::printf("worker current context after cuCtxPopCurrent: %s\n", view.nameOf(report.afterPop).c_str());
-    pass = pass && report.atStart == nullptr && report.afterPush == ctxA && report.worked && report.popped == ctxA &&
-           report.afterPop == nullptr;
+    verdict.check("worker's pop returned ctxB and left its stack empty",
+                  report.popped == ctxB && report.afterPop == nullptr);
 
-    // Step 3: the main thread's stack was empty all along; it takes ctxA back and
-    // destroys it, which pops it.
+    // Step 3: all the while, ctxA stayed current on the main thread.
     course::printStep(3, "the main thread's stack did not change");
     std::printf("main thread, after the worker:\n");
-    pass = view.show() && pass;
-    CHECK_DRIVER(cuCtxPushCurrent(ctxA));
-    pass = view.pushed(ctxA, "cuCtxPushCurrent(ctxA)") && pass;
+    CUcontext mainCurrent = nullptr;
+    CHECK_DRIVER(cuCtxGetCurrent(&mainCurrent));
+    view.show();
+    verdict.check("main thread's current context is still ctxA", mainCurrent == ctxA);
+
+    // Step 4: ctxB is floating, so destroying it changes no stack; ctxA is current here,
+    // so destroying it pops it.
+    course::printStep(4, "clean up and check");
+    CHECK_DRIVER(cuCtxDestroy(ctxB));
+    std::printf("cuCtxDestroy(ctxB): it was current on no thread\n");
+    view.show();
     CHECK_DRIVER(cuCtxDestroy(ctxA));
-    pass = view.destroyedTop("cuCtxDestroy(ctxA)") && pass;
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    view.destroyedTop("cuCtxDestroy(ctxA)");
+    return verdict.finish();
 }
