@@ -3,6 +3,8 @@
 
 #include <cuda.h>
 
+#include <string>
+
 #include "../common/check_driver.h"
 
 namespace lesson05 {
@@ -17,12 +19,29 @@ inline const char* memoryTypeName(unsigned int type) {
     }
 }
 
-// The memory type the driver records for an address. A host pointer is passed as the
-// integer CUdeviceptr: with unified addressing host and device share one address space.
-inline unsigned int memoryTypeOf(CUdeviceptr address) {
+// What cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_MEMORY_TYPE) answers for an address: the
+// memory type, or the error it returns for an address that no context allocated, mapped or
+// registered (cuda.h: CUDA_ERROR_INVALID_VALUE). A host pointer is passed as the integer
+// CUdeviceptr: with unified addressing host and device share one address space.
+struct MemoryType {
+    CUresult result = CUDA_SUCCESS;
     unsigned int type = 0;
-    CHECK_DRIVER(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address));
-    return type;
+
+    bool is(CUmemorytype wanted) const { return result == CUDA_SUCCESS && type == static_cast<unsigned int>(wanted); }
+    bool unknownToDriver() const { return result != CUDA_SUCCESS; }
+    // "CU_MEMORYTYPE_HOST", or "unknown to the driver (CUDA_ERROR_INVALID_VALUE)".
+    std::string text() const {
+        if (result == CUDA_SUCCESS) return memoryTypeName(type);
+        return std::string("unknown to the driver (") + course::driverErrorName(result) + ")";
+    }
+};
+
+// Not CHECK_DRIVER: "the driver does not know this address" is an answer the lesson checks
+// (an unregistered or freed buffer), not a failure.
+inline MemoryType memoryTypeOf(CUdeviceptr address) {
+    MemoryType answer;
+    answer.result = cuPointerGetAttribute(&answer.type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address);
+    return answer;
 }
 
 }  // namespace lesson05

@@ -2,8 +2,9 @@
 //
 // The driver page-locks pinned memory (the OS may not move or swap it) and records it,
 // so the copy engines can reach it directly. Four ways to get it; what the driver
-// records for each; the GPU's address for each; and memsets that write host memory
-// across the bus through those addresses.
+// records for each; the GPU's address for each; memsets that write host memory across
+// the bus through those addresses; and, after the release, that the driver has
+// forgotten every buffer.
 //
 //   pinned_memory [--device N]
 #include <cuda.h>
@@ -18,7 +19,6 @@
 #include "../common/course_util.h"
 #include "memory_type.h"
 
-using lesson05::memoryTypeName;
 using lesson05::memoryTypeOf;
 
 int main(int argc, char** argv) {
@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
     const int ordinal = args.deviceOrdinal();
     constexpr size_t kBytes = size_t{4} << 20;
     constexpr size_t kWords = kBytes / 4;
+    course::Verdict verdict;
 
     // Step 1: what the device says about addressing host memory, then the primary
     // context (lesson 04), current on this thread.
@@ -77,15 +78,20 @@ int main(int argc, char** argv) {
         {"cuMemHostAlloc(WRITECOMBINED|DEVICEMAP) buffer", writeCombined},
         {"cuMemHostRegister buffer", existing.data()},
     };
-    for (const auto& b : buffers)
-        std::printf("memory type of the %s: %s\n", b.what,
-                    memoryTypeName(memoryTypeOf(reinterpret_cast<CUdeviceptr>(b.host))));
+    bool allHost = true;
+    for (const auto& b : buffers) {
+        const lesson05::MemoryType type = memoryTypeOf(reinterpret_cast<CUdeviceptr>(b.host));
+        std::printf("memory type of the %s: %s\n", b.what, type.text().c_str());
+        allHost = allHost && type.is(CU_MEMORYTYPE_HOST);
+    }
+    verdict.check("every pinned buffer is host memory to the driver", allHost);
 
     // Step 3: the GPU's address for pinned memory. cuMemHostGetDevicePointer is the
-    // portable way to ask. With unified addressing the answer is usually the host address
-    // itself, which is why passing a host pointer to cuMemsetD32 "just works" for
-    // cuMemAllocHost memory; the docs exclude write-combined and (on some systems)
-    // registered memory from that, so ask rather than assume.
+    // portable way to ask. With unified addressing cuda.h promises that the device address
+    // of cuMemAllocHost and cuMemHostAlloc memory is its host address, which is why passing
+    // a host pointer to cuMemsetD32 "just works" for it. Not for WRITECOMBINED memory, and
+    // for registered memory only where every visible device reports
+    // CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: ask rather than assume.
     course::printStep(3, "device addresses of pinned memory");
     CUdeviceptr pinnedDevice = 0;
     CHECK_DRIVER(cuPointerGetAttribute(&pinnedDevice, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
@@ -109,6 +115,15 @@ int main(int argc, char** argv) {
     }
     std::printf("CU_POINTER_ATTRIBUTE_DEVICE_POINTER agrees with cuMemHostGetDevicePointer: %s\n",
                 mappedByAttribute == mappedDevice ? "yes" : "no");
+    verdict.check("both ways of asking give the same device address", mappedByAttribute == mappedDevice);
+    // The promise covers the first two buffers (cuMemAllocHost, and cuMemHostAlloc without
+    // WRITECOMBINED), and only with unified addressing.
+    if (unifiedAddressing)
+        verdict.check("device address equals host address where unified addressing promises it",
+                      pinnedDevice == reinterpret_cast<CUdeviceptr>(pinned) &&
+                          mappedDevice == reinterpret_cast<CUdeviceptr>(mapped));
+    else
+        std::printf("section same address: SKIP (the device has no unified addressing)\n");
 
     // Step 4: a memset through those device addresses writes host memory across the bus.
     // The host may only look once the GPU is done: wait for the context.
@@ -127,17 +142,39 @@ int main(int argc, char** argv) {
     std::printf(
         "cuMemsetD32 through the registered buffer's device address: %zu of %zu words on the host read 0x600df00d\n",
         registeredSet, kWords);
-    const bool pass = mappedSet == kWords && registeredSet == kWords && mappedByAttribute == mappedDevice;
+    verdict.check("GPU memset reaches every word of the mapped buffer", mappedSet == kWords);
+    verdict.check("GPU memset reaches every word of the registered buffer", registeredSet == kWords);
 
-    // Step 5: give everything back, newest first.
-    course::printStep(5, "release everything, newest first");
+    // Step 5: give everything back, newest first, then ask the driver about each address.
+    // cuMemGetInfo cannot show this: pinned memory is host memory. cuMemHostGetFlags
+    // "will fail if the pointer does not reside in an allocation performed by
+    // cuMemAllocHost() or cuMemHostAlloc()" (cuda.h), so it must fail for the three freed
+    // buffers. The vector still exists after cuMemHostUnregister; for an address "not
+    // allocated by, mapped by, or registered with" a context, cuPointerGetAttribute returns
+    // CUDA_ERROR_INVALID_VALUE (cuda.h). Checked where the device cannot access pageable
+    // memory: where it can, plain host memory is reachable anyway and the lesson claims nothing.
+    course::printStep(5, "release everything, newest first, and check");
     CHECK_DRIVER(cuMemHostUnregister(existing.data()));  // before `existing` frees its memory
     CHECK_DRIVER(cuMemFreeHost(writeCombined));
     CHECK_DRIVER(cuMemFreeHost(mapped));
     CHECK_DRIVER(cuMemFreeHost(pinned));
+    bool allForgotten = true;
+    for (size_t i = 0; i < 3; ++i) {  // buffers[0..2]: the three the driver allocated
+        unsigned int flags = 0;
+        const CUresult asked = cuMemHostGetFlags(&flags, buffers[i].host);  // the address only, never read
+        allForgotten = allForgotten && asked != CUDA_SUCCESS;
+        std::printf("cuMemHostGetFlags on the freed %s: %s\n", buffers[i].what, course::driverErrorName(asked));
+    }
+    verdict.check("driver no longer knows the freed pinned buffers", allForgotten);
+    if (pageableMemoryAccess == 0) {
+        const lesson05::MemoryType unregistered = memoryTypeOf(reinterpret_cast<CUdeviceptr>(existing.data()));
+        std::printf("memory type of the vector after cuMemHostUnregister: %s\n", unregistered.text().c_str());
+        verdict.check("driver no longer knows the unregistered vector", unregistered.unknownToDriver());
+    } else {
+        std::printf("section unregistered vector: SKIP (the device can access pageable memory)\n");
+    }
     CHECK_DRIVER(cuCtxSetCurrent(nullptr));
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
     std::printf("primary context: released\n");
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 }

@@ -6,10 +6,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
 #include "05-memory-alloc/pcie_link.h"
+#include "common/course_util.h"
 #include "tests/harness.h"
 
 using namespace harness;
@@ -46,6 +48,21 @@ std::vector<double> tableRow(const std::string& out, const std::string& size) {
     return {};
 }
 
+// Every "check NAME: ..." line must say ok, and each name in `names` must be among them.
+void checkAllHeld(const RunResult& r, const std::vector<std::string>& names) {
+    for (const auto& line : lines(r.out)) {
+        if (line.rfind("check ", 0) != 0) continue;
+        INFO(line);
+        CHECK(line.size() > 4);
+        CHECK(line.substr(line.size() - 4) == ": ok");
+    }
+    for (const auto& name : names) {
+        INFO(name);
+        CHECK(valueOf(r.out, "check " + name) == "ok");
+    }
+    CHECK(contains(r.out, "Result = PASS"));
+}
+
 size_t freeDeviceMemory() {
     auto getInfo = DRIVER_FUNCTION(driver(), cuMemGetInfo);
     REQUIRE(getInfo);
@@ -78,6 +95,19 @@ TEST_CASE("Lesson 05 runs its four programs in order, each rejecting an unknown 
     // --size belongs to device_memory, --bench to bandwidth.
     CHECK(runAgainstStub(kLesson, {"--size", "4096"}, "pinned_memory").exitCode == 2);
     CHECK(runAgainstStub(kLesson, {"--bench"}, "device_memory").exitCode == 2);
+}
+
+TEST_CASE("Lesson 05's programs decide PASS only through course::Verdict checks", "[cpu][lesson05]") {
+    for (const auto& program : kPrograms) {
+        INFO(program);
+        const auto source = course::readFile(repoRoot() + "/" + kLesson + "/" + program + ".cpp");
+        REQUIRE(source);
+        CHECK(contains(*source, "course::Verdict verdict;"));
+        CHECK(contains(*source, "return verdict.finish();"));
+        CHECK(contains(*source, "verdict.check(\""));
+        CHECK_FALSE(contains(*source, "Result = "));     // no hand-made Result line beside the verdict's
+        CHECK_FALSE(contains(*source, "%p\", device"));  // a CUdeviceptr is printed as 0x%llx
+    }
 }
 
 TEST_CASE("A PCIe bus id as CUDA writes it names the sysfs folder", "[cpu][lesson05]") {
@@ -191,7 +221,7 @@ TEST_CASE("std::bit_cast gives 555.0f's IEEE-754 bits, the value the lesson hand
 
 TEST_CASE("Lesson 05 passes and reads every memset pattern back exactly", "[gpu][lesson05]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "device_memory");
+    const RunResult r = defaultRun(kLesson, "device_memory");
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     // The default size is 4 MiB: 1048576 floats, 2097152 halves, 4194304 bytes.
@@ -201,6 +231,17 @@ TEST_CASE("Lesson 05 passes and reads every memset pattern back exactly", "[gpu]
     CHECK(valueOf(r.out, "partial cuMemsetD32 on elements [262144, 786432)") ==
           "524288 of 524288 set to 555.0f, 2097152 of 2097152 bytes outside still 0xa5");
     CHECK(valueOf(r.out, "memory type of the cuMemAlloc buffer") == "CU_MEMORYTYPE_DEVICE");
+    checkAllHeld(r, {"cuMemsetD32 fills every float", "cuMemsetD16 fills every half", "cuMemsetD8 fills every byte",
+                     "partial cuMemsetD32 sets its range and nothing else", "round trip returns the source",
+                     "free memory back after cuMemFree", "driver no longer knows the freed buffers"});
+    // A CUdeviceptr is an integer: printed as 0x%llx, never with %p (which prints "(nil)" or
+    // a pointer's format and is undefined for an integer).
+    for (const char* buffer : {"device buffer A", "device buffer B"}) {
+        INFO(buffer);
+        const auto value = valueOf(r.out, buffer);
+        REQUIRE(value);
+        CHECK(std::regex_match(*value, std::regex("0x[0-9a-f]+ \\(4194304 bytes\\)")));
+    }
 }
 
 TEST_CASE("Lesson 05 runs its memset and copy checks at the size given with --size", "[gpu][lesson05]") {
@@ -213,23 +254,42 @@ TEST_CASE("Lesson 05 runs its memset and copy checks at the size given with --si
     CHECK(valueOf(r.out, "cuMemsetD16 0x3c00 (1.0 in fp16)") == "500002 of 500002 halves read back as 0x3c00");
     CHECK(valueOf(r.out, "cuMemsetD8 0xa5") == "1000004 of 1000004 bytes read back as 0xa5");
     CHECK(valueOf(r.out, "round trip HtoD -> DtoD -> DtoH") == "equal (1000004 bytes)");
+    // Smaller than one 2 MiB page: only an exact comparison would see such a buffer leak.
+    CHECK(valueOf(r.out, "free memory difference (end - start)") == "0 bytes (allowed: 0)");
+    CHECK(valueOf(r.out, "check free memory back after cuMemFree") == "ok");
+    CHECK(contains(r.out, "Result = PASS"));
 }
 
 TEST_CASE("Lesson 05's host-device round trips come back equal", "[gpu][lesson05]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "device_memory");
+    const RunResult r = defaultRun(kLesson, "device_memory");
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "round trip HtoD -> DtoD -> DtoH") == "equal (4194304 bytes)");
-    const RunResult& async = defaultRun(kLesson, "async_copies");
+    const RunResult async = defaultRun(kLesson, "async_copies");
     REQUIRE(async.exitCode == 0);
     CHECK(contains(async.out, "Result = PASS"));
     CHECK(valueOf(async.out, "async round trip write-combined -> device -> pinned") == "equal (4194304 bytes)");
     CHECK(valueOf(async.out, "download to pageable memory") == "equal to the source");
+    checkAllHeld(async,
+                 {"round trip through pinned memory returns the source", "pageable download returns the source"});
+}
+
+TEST_CASE("Lesson 05 shows a pinned async download queued, not run, when its call returns", "[gpu][lesson05]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson, "async_copies");
+    REQUIRE(r.exitCode == 0);
+    if (contains(r.out, "section held stream: SKIP ("))
+        SKIP("cuStreamWaitValue32 on host memory is not supported here");
+    // Deterministic, no clock: the stream is held by cuStreamWaitValue32 until the host opens it.
+    CHECK(valueOf(r.out, "cuStreamQuery right after the call") == "CUDA_ERROR_NOT_READY");
+    CHECK(valueOf(r.out, "pinned destination while the stream is held") == "still all zero");
+    CHECK(valueOf(r.out, "pinned destination after cuStreamSynchronize") == "equal to the source");
+    checkAllHeld(r, {"pinned download not run when its call returns", "pinned download lands once the stream runs"});
 }
 
 TEST_CASE("Lesson 05 writes pinned memory through the address cuMemHostGetDevicePointer gives", "[gpu][lesson05]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "pinned_memory");
+    const RunResult r = defaultRun(kLesson, "pinned_memory");
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "unified addressing") == "yes");
@@ -238,6 +298,19 @@ TEST_CASE("Lesson 05 writes pinned memory through the address cuMemHostGetDevice
     CHECK(valueOf(r.out, "cuMemsetD32 through the registered buffer's device address") ==
           "1048576 of 1048576 words on the host read 0x600df00d");
     CHECK(valueOf(r.out, "CU_POINTER_ATTRIBUTE_DEVICE_POINTER agrees with cuMemHostGetDevicePointer") == "yes");
+    checkAllHeld(
+        r,
+        {"every pinned buffer is host memory to the driver", "both ways of asking give the same device address",
+         "device address equals host address where unified addressing promises it",
+         "GPU memset reaches every word of the mapped buffer", "GPU memset reaches every word of the registered buffer",
+         "driver no longer knows the freed pinned buffers"});
+    for (const char* kind : {"cuMemAllocHost buffer", "cuMemHostAlloc(PORTABLE|DEVICEMAP) buffer",
+                             "cuMemHostAlloc(WRITECOMBINED|DEVICEMAP) buffer"}) {
+        INFO(kind);
+        CHECK(valueOf(r.out, std::string("cuMemHostGetFlags on the freed ") + kind) == "CUDA_ERROR_INVALID_VALUE");
+    }
+    if (valueOf(r.out, "pageable memory access") == "no")
+        CHECK(valueOf(r.out, "check driver no longer knows the unregistered vector") == "ok");
     for (const char* kind : {"cuMemAllocHost buffer", "cuMemHostAlloc(PORTABLE|DEVICEMAP) buffer",
                              "cuMemHostAlloc(WRITECOMBINED|DEVICEMAP) buffer", "cuMemHostRegister buffer"}) {
         INFO(kind);
@@ -256,34 +329,44 @@ TEST_CASE("Lesson 05 writes pinned memory through the address cuMemHostGetDevice
 
 TEST_CASE("Lesson 05 gives device memory back: free memory ends where it started", "[gpu][lesson05]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "device_memory");
+    const RunResult r = defaultRun(kLesson, "device_memory");
     REQUIRE(r.exitCode == 0);
     const long long atStart = leadingNumber(valueOf(r.out, "device free memory at start"));
     const long long atEnd = leadingNumber(valueOf(r.out, "device free memory at end"));
     INFO("start " << atStart << " bytes, end " << atEnd << " bytes");
-    CHECK(std::llabs(atEnd - atStart) <= kPageBytes);
+    CHECK(atEnd == atStart);
     // While buffer A was allocated, free memory was lower by at least its size.
     const long long withA = leadingNumber(valueOf(r.out, "device free memory after cuMemAlloc"));
     CHECK(atStart - withA >= 4LL << 20);
     CHECK(contains(r.out, "primary context: released"));
     for (const auto& program : kPrograms) {
         INFO(program);
-        CHECK(contains(defaultRun(kLesson, program).out, "primary context: released"));
+        const RunResult run = defaultRun(kLesson, program);
+        CHECK(contains(run.out, "primary context: released"));
     }
 }
 
-TEST_CASE("Lesson 05 reports a positive bandwidth for every size and kind of memory", "[gpu][lesson05]") {
+TEST_CASE("Lesson 05's bandwidth: pinned beats pageable and no rate exceeds the link", "[gpu][lesson05]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "bandwidth");
+    const RunResult r = defaultRun(kLesson, "bandwidth");
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "| size | H2D pageable | H2D pinned | D2H pageable | D2H pinned |"));
     for (const char* size : {"64 KiB", "1 MiB", "16 MiB"}) {
         INFO(size);
-        const auto cells = tableRow(r.out, size);
-        REQUIRE(cells.size() == 4);
-        for (const double rate : cells) CHECK(rate > 0.0);  // no thresholds: timings are not asserted
+        CHECK(tableRow(r.out, size).size() == 4);
     }
+    // The program's own checks decide on the rates (with the margin it prints); the test only
+    // reads their verdict, or the section's SKIP and its reason.
+    if (!contains(r.out, "section pinned vs pageable: SKIP ("))
+        checkAllHeld(r, {"pinned upload faster than pageable", "pinned download faster than pageable"});
+    if (!contains(r.out, "section rates vs link: SKIP ("))
+        checkAllHeld(r, {"every rate within the link's theoretical maximum"});
     CHECK(contains(r.out, "Result = PASS"));
+    // The default run binds the thread near the GPU as --bench does, and puts it back.
+    CHECK(valueOf(r.out, "host thread bound to the GPU's local CPUs"));
+    const auto restored = valueOf(r.out, "host thread affinity restored");
+    REQUIRE(restored);
+    CHECK((*restored == "yes" || *restored == "nothing to restore"));
     // Pinned copies against the PCIe link's rate: a percentage, or n/a with the reason.
     for (const char* ratio : {"H2D pinned 16 MiB vs PCIe link", "D2H pinned 16 MiB vs PCIe link"}) {
         INFO(ratio);
@@ -293,7 +376,7 @@ TEST_CASE("Lesson 05 reports a positive bandwidth for every size and kind of mem
     }
     CHECK(valueOf(r.out, "PCIe theoretical rate per direction"));
     // The call-time lines are printed for all four combinations, each with what the reference documents.
-    const RunResult& async = defaultRun(kLesson, "async_copies");
+    const RunResult async = defaultRun(kLesson, "async_copies");
     REQUIRE(async.exitCode == 0);
     for (const char* call : {"cuMemcpyHtoDAsync from pinned memory", "cuMemcpyHtoDAsync from pageable memory",
                              "cuMemcpyDtoHAsync to pinned memory", "cuMemcpyDtoHAsync to pageable memory"})
@@ -303,7 +386,7 @@ TEST_CASE("Lesson 05 reports a positive bandwidth for every size and kind of mem
 
 TEST_CASE("Lesson 05's PCIe link rate is what sysfs says for the GPU's bus id", "[gpu][lesson05]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "bandwidth");
+    const RunResult r = defaultRun(kLesson, "bandwidth");
     REQUIRE(r.exitCode == 0);
     const auto busId = valueOf(r.out, "PCI bus id");
     REQUIRE(busId);
@@ -384,10 +467,11 @@ TEST_CASE("Lesson 05 asked for 1 PiB shows CUDA_ERROR_OUT_OF_MEMORY through the 
     CHECK(contains(r.err, "05-memory-alloc/device_memory.cpp:"));
     CHECK(contains(r.err, "hint:"));
     CHECK(contains(r.out, "nothing was allocated"));
-    CHECK(valueOf(r.out, "no leak after the failed allocation") == "yes");
+    CHECK(valueOf(r.out, "check free memory unchanged after the failed cuMemAlloc") == "ok");
+    CHECK(valueOf(r.out, "check device buffer of the requested size allocated") == "FAIL");
     const long long atStart = leadingNumber(valueOf(r.out, "device free memory at start"));
     const long long atEnd = leadingNumber(valueOf(r.out, "device free memory at end"));
-    CHECK(std::llabs(atEnd - atStart) <= kPageBytes);
+    CHECK(atEnd == atStart);
     CHECK(contains(r.out, "Result = FAIL"));
 }
 
