@@ -36,12 +36,14 @@ void printLog(const char* label, const char* text, unsigned int bytes) {
     }
 }
 
-// An unexpected JIT failure: the error log first, then the end of the program. CHECK_DRIVER
-// would exit inside the failing call, before anyone could read what the compiler said.
-[[noreturn]] void failAfterLog(const char* label, const JitOptions& jit) {
+// An unexpected JIT failure: the error log first, then the failed check and the end of the
+// program. CHECK_DRIVER would exit inside the failing call, before anyone could read what the
+// compiler said.
+[[noreturn]] void failAfterLog(const char* label, const JitOptions& jit, course::Verdict& verdict,
+                               const char* check) {
     printLog(label, jit.errorLog.data(), jit.errorBytes());
-    std::printf("Result = FAIL\n");
-    std::exit(EXIT_FAILURE);
+    verdict.check(check, false);
+    std::exit(verdict.finish());
 }
 
 // The SM the JIT compiled for, as its info log says ("... for 'sm_90a'"): with
@@ -89,8 +91,8 @@ bool jitDisabled(CUresult result, const char* section) {
 }
 
 // Step 5: link_main.ptx and link_helper.ptx into one cubin, load it, run applyLinked on x.
-bool linkAndRun(std::string& mainPtx, std::string& helperPtx, CUdeviceptr x, CUdeviceptr y,
-                const std::vector<float>& hostX) {
+void linkAndRun(std::string& mainPtx, std::string& helperPtx, CUdeviceptr x, CUdeviceptr y,
+                const std::vector<float>& hostX, course::Verdict& verdict) {
     // cuda.h: optionValues must remain valid for the life of the CUlinkState, not only until
     // cuLinkComplete. `jit` is declared first, so it outlives the link state on every path.
     JitOptions jit;
@@ -108,9 +110,10 @@ bool linkAndRun(std::string& mainPtx, std::string& helperPtx, CUdeviceptr x, CUd
     if (linked == CUDA_SUCCESS) linked = REPORT_DRIVER(cuLinkComplete(link, &linkedCubin, &linkedBytes));
     if (jitDisabled(linked, "cuLink")) {
         CHECK_DRIVER(cuLinkDestroy(link));
-        return true;
+        return;
     }
-    if (linked != CUDA_SUCCESS) failAfterLog("link error log", jit);
+    if (linked != CUDA_SUCCESS) failAfterLog("link error log", jit, verdict, "cuLink links the two PTX files");
+    verdict.check("cuLink links the two PTX files", true);
     // The cubin belongs to the link state and dies with it: load it first.
     CUmodule linkedModule = nullptr;
     CHECK_DRIVER(cuModuleLoadData(&linkedModule, linkedCubin));
@@ -130,8 +133,8 @@ bool linkAndRun(std::string& mainPtx, std::string& helperPtx, CUdeviceptr x, CUd
     int wrong = 0;
     for (int i = 0; i < count; ++i) wrong += result[i] != 2.0f * hostX[i] + 1.0f;
     std::printf("linked kernel applyLinked (2x + 1): %s\n", wrong == 0 ? "exact" : "WRONG");
+    verdict.check("linked kernel exact", wrong == 0);
     CHECK_DRIVER(cuModuleUnload(linkedModule));
-    return wrong == 0;
 }
 
 }  // namespace
@@ -175,7 +178,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuMemAlloc(&x, hostX.size() * sizeof(float)));
     CHECK_DRIVER(cuMemAlloc(&y, hostX.size() * sizeof(float)));
     CHECK_DRIVER(cuMemcpyHtoD(x, hostX.data(), hostX.size() * sizeof(float)));
-    bool pass = true;
+    course::Verdict verdict;
 
     // Step 3: cuModuleLoadDataEx: PTX with JIT options. Use it whenever you load PTX: the logs
     // are the only place that says what the compiler did, or why it failed.
@@ -186,7 +189,8 @@ int main(int argc, char** argv) {
         const CUresult loaded = REPORT_DRIVER(
             cuModuleLoadDataEx(&jitModule, ptxImage->c_str(), jit.count(), jit.names.data(), jit.values.data()));
         if (!jitDisabled(loaded, "JIT options")) {
-            if (loaded != CUDA_SUCCESS) failAfterLog("JIT error log", jit);
+            if (loaded != CUDA_SUCCESS) failAfterLog("JIT error log", jit, verdict, "JIT compiles the PTX");
+            verdict.check("JIT compiles the PTX", true);
             CUfunction vectorAdd = nullptr;
             CHECK_DRIVER(cuModuleGetFunction(&vectorAdd, jitModule, "vectorAdd"));
             int registers = 0;
@@ -218,7 +222,8 @@ int main(int argc, char** argv) {
             const bool namesLine = errorLog.find("line " + std::to_string(offendingLine)) != std::string::npos;
             std::printf("error log names line %d: %s\n", offendingLine, namesLine ? "yes" : "NO");
             if (broken == CUDA_SUCCESS) CHECK_DRIVER(cuModuleUnload(brokenModule));
-            pass = broken == CUDA_ERROR_INVALID_PTX && namesLine && pass;
+            verdict.check("broken PTX refused as invalid PTX", broken == CUDA_ERROR_INVALID_PTX);
+            verdict.check("error log names the offending line", namesLine);
         }
         // The same kernel, typo fixed, declaring a PTX ISA from the future: what a driver meets
         // when the PTX comes from a toolkit newer than itself.
@@ -230,7 +235,7 @@ int main(int argc, char** argv) {
         if (!jitDisabled(future, "PTX from the future")) {
             std::printf("cuModuleLoadData(PTX .version 99.9): %s\n", course::driverErrorName(future));
             if (future == CUDA_SUCCESS) CHECK_DRIVER(cuModuleUnload(futureModule));
-            pass = future == CUDA_ERROR_UNSUPPORTED_PTX_VERSION && pass;
+            verdict.check("PTX from the future refused as unsupported", future == CUDA_ERROR_UNSUPPORTED_PTX_VERSION);
         }
     }
 
@@ -247,10 +252,10 @@ int main(int argc, char** argv) {
             std::printf("cuModuleLoadDataEx(link_main.ptx alone): %s\n", course::driverErrorName(alone));
             printLog("JIT error log", jit.errorLog.data(), jit.errorBytes());
             if (alone == CUDA_SUCCESS) CHECK_DRIVER(cuModuleUnload(aloneModule));
-            pass = alone != CUDA_SUCCESS && pass;
+            verdict.check("unresolved call refused without the link", alone != CUDA_SUCCESS);
         }
     }
-    pass = linkAndRun(*linkMainPtx, *linkHelperPtx, x, y, hostX) && pass;
+    linkAndRun(*linkMainPtx, *linkHelperPtx, x, y, hostX, verdict);
 
     // Step 6: release in reverse order of creation.
     course::printStep(6, "release and check");
@@ -259,6 +264,5 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuCtxSetCurrent(nullptr));
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
     std::printf("released: 2 buffers, the primary context\n");
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 }

@@ -39,7 +39,7 @@ using lesson06::microsecondsBetween;
 // and (b) cuMemcpyDtoD of one array, timed just before on the same buffers. Both kernels and
 // copies are timed with events around 20 runs after 3 warm-ups. Bytes moved: vector add
 // reads 2 arrays and writes 1; the copy reads 1 and writes 1.
-bool benchVectorAdd(CUdevice device, CUfunction vectorAdd) {
+void benchVectorAdd(CUdevice device, CUfunction vectorAdd, course::Verdict& verdict) {
     constexpr unsigned long long kCount = 256ull << 20;
     constexpr std::size_t kBytes = kCount * sizeof(float);
     constexpr int kWarmUp = 3;
@@ -50,7 +50,7 @@ bool benchVectorAdd(CUdevice device, CUfunction vectorAdd) {
     if (freeBytes < 3 * kBytes + (std::size_t{256} << 20)) {
         std::printf("section vector add bench: SKIP (needs 3 GiB + 256 MiB free, the device has %zu MiB)\n",
                     freeBytes >> 20);
-        return true;
+        return;
     }
     // (a) CUDA 13 removed memoryClockRate from the runtime's cudaDeviceProp; the driver
     // attribute is still there (and not marked deprecated in cuda.h 13.0).
@@ -112,19 +112,19 @@ bool benchVectorAdd(CUdevice device, CUfunction vectorAdd) {
     CHECK_DRIVER(cuMemcpyDtoH(result.data(), c, kBytes));
     const bool exact = std::all_of(result.begin(), result.end(), [](float v) { return v == 3.0f; });
     std::printf("vector add 256 Mi floats result: %s\n", exact ? "exact" : "WRONG");
+    verdict.check("vector add result exact", exact);
     CHECK_DRIVER(cuEventDestroy(stop));
     CHECK_DRIVER(cuEventDestroy(start));
     CHECK_DRIVER(cuMemFree(c));
     CHECK_DRIVER(cuMemFree(b));
     CHECK_DRIVER(cuMemFree(a));
-    return exact;
 }
 
 // Launch cost, cuLaunchKernel against <<<>>>, in one context and one stream: 9 runs of each,
 // taken in turn, of 1000 launches; medians. "submission" stops the clock when the loop has
 // queued its launches (the host's cost per launch, as long as the queue does not fill);
 // "end-to-end" after one cuStreamSynchronize (the throughput of launch and execution).
-bool benchLaunchCost(CUfunction emptyKernel, CUcontext context, int deviceOrdinal) {
+void benchLaunchCost(CUfunction emptyKernel, CUcontext context, int deviceOrdinal, course::Verdict& verdict) {
     constexpr int kRuns = 9;
     constexpr int kLaunches = 1000;
     CUstream stream = nullptr;
@@ -144,11 +144,12 @@ bool benchLaunchCost(CUfunction emptyKernel, CUcontext context, int deviceOrdina
         runtimeTotal.push_back(runtime.totalMicroseconds);
     }
     CHECK_DRIVER(cuStreamDestroy(stream));
-    if (!ok) return false;
+    if (!verdict.check("runtime launches succeed", ok)) return;
     // The runtime adopted the current primary context instead of making its own.
     CUcontext current = nullptr;
     CHECK_DRIVER(cuCtxGetCurrent(&current));
     std::printf("runtime used the lesson's primary context: %s\n", current == context ? "yes" : "NO");
+    verdict.check("runtime used the lesson's primary context", current == context);
     std::printf("launch cost: %d runs x %d launches of an empty kernel, one stream, medians\n", kRuns, kLaunches);
     std::printf("bench: cuLaunchKernel empty kernel submission = %.2f µs\n", median(driverSubmit));
     std::printf("bench: runtime <<<>>> empty kernel submission = %.2f µs\n", median(runtimeSubmit));
@@ -156,11 +157,10 @@ bool benchLaunchCost(CUfunction emptyKernel, CUcontext context, int deviceOrdina
     std::printf("bench: runtime <<<>>> empty kernel end-to-end = %.2f µs\n", median(runtimeTotal));
     std::printf("bench: launch submission driver / runtime = %.2f x\n", median(driverSubmit) / median(runtimeSubmit));
     std::printf("bench: launch end-to-end driver / runtime = %.2f x\n", median(driverTotal) / median(runtimeTotal));
-    return current == context;
 }
 
 // cuModuleLoadData time of one format, median of 7 loads (each unloaded again).
-bool benchModuleLoad(const char* format, const std::string& image) {
+void benchModuleLoad(const char* format, const std::string& image, course::Verdict& verdict) {
     constexpr int kLoads = 7;
     std::vector<double> samples;
     for (int i = 0; i < kLoads; ++i) {
@@ -172,14 +172,14 @@ bool benchModuleLoad(const char* format, const std::string& image) {
                 "section module load %s: SKIP (the driver refused the PTX with %s: CUDA_DISABLE_PTX_JIT "
                 "is set)\n",
                 format, course::driverErrorName(loaded));
-            return true;
+            return;
         }
-        if (loaded != CUDA_SUCCESS) return false;
+        if (!verdict.check(("module load " + std::string(format) + " succeeds").c_str(), loaded == CUDA_SUCCESS))
+            return;
         samples.push_back(microsecondsBetween(start, Clock::now()) / 1e3);
         CHECK_DRIVER(cuModuleUnload(module));
     }
     std::printf("bench: module load %s = %.3f ms\n", format, median(samples));
-    return true;
 }
 
 }  // namespace
@@ -224,14 +224,23 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
     CHECK_DRIVER(cuCtxSetCurrent(context));
     const char* loadingMode = "unknown (cuModuleGetLoadingMode needs CUDA 11.7)";
+    bool modeKnown = false;
 #if CUDA_VERSION >= 11070
     if (driverVersion >= 11070) {
         CUmoduleLoadingMode mode{};
         CHECK_DRIVER(cuModuleGetLoadingMode(&mode));
         loadingMode = mode == CU_MODULE_LAZY_LOADING ? "LAZY" : "EAGER";
+        modeKnown = true;
     }
 #endif
     std::printf("module loading mode: %s\n", loadingMode);
+    // Where CUDA_MODULE_LOADING names a mode (--bench sets EAGER), the mode is the one it names:
+    // the variable was set before cuInit, which is when the driver reads it.
+    course::Verdict verdict;
+    const char* chosen = std::getenv("CUDA_MODULE_LOADING");
+    const std::string chosenMode = chosen != nullptr ? chosen : "";
+    if (modeKnown && (chosenMode == "EAGER" || chosenMode == "LAZY"))
+        verdict.check("module loading mode follows CUDA_MODULE_LOADING", chosenMode == loadingMode);
 
     // Step 3: with lazy loading (the default since CUDA 12.2) the driver uploads a kernel's code
     // when it is first asked for (cuModuleGetFunction), not in cuModuleLoad; and any first
@@ -269,23 +278,22 @@ int main(int argc, char** argv) {
 
     // Step 4: --bench only (the vector add needs 3 GiB of device memory).
     course::printStep(4, "benchmarks");
-    bool pass = true;
     if (!bench) {
         std::printf("benchmarks: not run (add --bench)\n");
     } else {
         CUfunction vectorAdd = nullptr;
         CHECK_DRIVER(cuModuleGetFunction(&vectorAdd, module, "vectorAdd"));
-        pass = benchVectorAdd(device, vectorAdd) && pass;
-        pass = benchLaunchCost(emptyKernel, context, args.deviceOrdinal()) && pass;
+        benchVectorAdd(device, vectorAdd, verdict);
+        benchLaunchCost(emptyKernel, context, args.deviceOrdinal(), verdict);
         const char* cache = std::getenv("CUDA_CACHE_DISABLE");
         const bool cacheOff = cache != nullptr && std::strcmp(cache, "1") == 0;
-        pass = benchModuleLoad(cacheOff ? "PTX (JIT, cache off)" : "PTX (JIT, cache on)", *ptxImage) && pass;
+        benchModuleLoad(cacheOff ? "PTX (JIT, cache off)" : "PTX (JIT, cache on)", *ptxImage, verdict);
         if (lesson06::cubinRunsOn(lesson06::kCubinArch, ccMajor, ccMinor))
-            pass = benchModuleLoad("cubin", *cubinImage) && pass;
+            benchModuleLoad("cubin", *cubinImage, verdict);
         else
             std::printf("section module load cubin: SKIP (cubin built for sm_%d, device is sm_%d%d)\n",
                         lesson06::kCubinArch, ccMajor, ccMinor);
-        pass = benchModuleLoad("fatbin", *fatbinImage) && pass;
+        benchModuleLoad("fatbin", *fatbinImage, verdict);
     }
 
     // Step 5: release in reverse order of creation.
@@ -294,6 +302,5 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuCtxSetCurrent(nullptr));
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
     std::printf("released: 1 module, the primary context\n");
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 }

@@ -31,36 +31,38 @@ using lesson06::printCodeTaken;
 using lesson06::VectorAddCheck;
 
 // Step 6: the fatbin image as a library (CUDA 12.0+), its vectorAdd taken as a CUkernel.
-bool libraryVectorAddExact([[maybe_unused]] const std::string& fatbinImage,
-                           [[maybe_unused]] const VectorAddCheck& check) {
+void libraryVectorAddExact([[maybe_unused]] const std::string& fatbinImage,
+                           [[maybe_unused]] const VectorAddCheck& check, [[maybe_unused]] course::Verdict& verdict) {
 #if CUDA_VERSION >= 12000
     CUlibrary library = nullptr;
     CHECK_DRIVER(cuLibraryLoadData(&library, fatbinImage.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
     CUkernel libraryVectorAdd = nullptr;
     CHECK_DRIVER(cuLibraryGetKernel(&libraryVectorAdd, library, "vectorAdd"));
-    const bool exact = check.run(reinterpret_cast<CUfunction>(libraryVectorAdd), "cuLibraryLoadData (CUkernel)");
+    verdict.check("vector add via the library kernel exact",
+                  check.run(reinterpret_cast<CUfunction>(libraryVectorAdd), "cuLibraryLoadData (CUkernel)"));
     CHECK_DRIVER(cuLibraryUnload(library));
-    return exact;
 #else
     std::printf("section library: SKIP (cuLibraryLoadData needs CUDA 12.0; compiled with %s)\n",
                 course::formatCudaVersion(CUDA_VERSION).c_str());
-    return true;
 #endif
 }
 
 // Step 7: writes 3.0 into the module's __constant__ gScale and checks scaleByGlobal reads it.
-bool scaleByGlobalReadsHostWrite(CUmodule module, CUfunction scaleByGlobal, const VectorAddCheck& v) {
+void scaleByGlobalReadsHostWrite(CUmodule module, CUfunction scaleByGlobal, const VectorAddCheck& v,
+                                 course::Verdict& verdict) {
     CUdeviceptr scaleAddress = 0;
     std::size_t scaleBytes = 0;
     CHECK_DRIVER(cuModuleGetGlobal(&scaleAddress, &scaleBytes, module, "gScale"));
     float scale = 0.0f;
     CHECK_DRIVER(cuMemcpyDtoH(&scale, scaleAddress, sizeof(scale)));
     std::printf("gScale: %zu bytes, %g in the module image\n", scaleBytes, scale);
+    verdict.check("gScale is one float", scaleBytes == sizeof(float));
     scale = 3.0f;
     CHECK_DRIVER(cuMemcpyHtoD(scaleAddress, &scale, sizeof(scale)));
     float stored = 0.0f;
     CHECK_DRIVER(cuMemcpyDtoH(&stored, scaleAddress, sizeof(stored)));
     std::printf("gScale after cuMemcpyHtoD: %g\n", stored);
+    verdict.check("gScale reads back the host write", stored == scale);
 
     CUdeviceptr x = v.x, z = v.z;
     int count = static_cast<int>(v.hostX.size());
@@ -72,14 +74,14 @@ bool scaleByGlobalReadsHostWrite(CUmodule module, CUfunction scaleByGlobal, cons
     int wrong = 0;
     for (int i = 0; i < count; ++i) wrong += result[i] != scale * v.hostX[i];
     std::printf("scaleByGlobal used gScale = %g: %s\n", scale, wrong == 0 ? "exact" : "WRONG");
-    return wrong == 0 && scaleBytes == sizeof(float) && stored == scale;
+    verdict.check("scaleByGlobal used the host-written gScale", wrong == 0);
 }
 
 // Step 8: kernelParams holds one pointer per kernel parameter, to a host variable of exactly
 // the parameter's type; the driver knows each parameter's size and offset from the module and
 // copies the values at launch. saxpy (y = a * x + y) may fuse a * x + y into one FMA (one
 // rounding) where the host rounds twice: |gpu - host| <= 1e-6 * (|a * x| + |y|), about 8 ulps.
-bool saxpyWithinTolerance(CUfunction saxpy, const VectorAddCheck& v) {
+void saxpyWithinTolerance(CUfunction saxpy, const VectorAddCheck& v, course::Verdict& verdict) {
     constexpr float kTolerance = 1e-6f;
     float a = 1.7f;
     CUdeviceptr x = v.x, y = v.y;
@@ -97,12 +99,12 @@ bool saxpyWithinTolerance(CUfunction saxpy, const VectorAddCheck& v) {
     }
     std::printf("saxpy worst error / (|a*x| + |y|): %.2e (tolerance %.0e)\n", worst, kTolerance);
     std::printf("saxpy within tolerance: %s\n", worst <= kTolerance ? "yes" : "NO");
-    return worst <= kTolerance;
+    verdict.check("saxpy within tolerance", worst <= kTolerance);
 }
 
 // Step 8: one thread per block more than each function's own CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK.
 // cuLaunchKernel refuses each before anything runs; launch_limits.h says which code each gets.
-bool tooWideLaunchesRefused(CUdevice device, CUmodule module, CUfunction saxpy) {
+void tooWideLaunchesRefused(CUdevice device, CUmodule module, CUfunction saxpy, course::Verdict& verdict) {
     CUfunction boundedKernel = nullptr;
     CUfunction registerHungry = nullptr;
     CHECK_DRIVER(cuModuleGetFunction(&boundedKernel, module, "boundedKernel"));
@@ -135,12 +137,13 @@ bool tooWideLaunchesRefused(CUdevice device, CUmodule module, CUfunction saxpy) 
         CHECK_DRIVER(cuFuncGetAttribute(&registers, CU_FUNC_ATTRIBUTE_NUM_REGS, function));
         std::printf("cuLaunchKernel with %d threads per block (%s max %d, device max %d): %s\n", maxThreads + 1, name,
                     maxThreads, deviceMaxThreads, course::driverErrorName(result));
-        documented =
-            result == lesson06::tooWideLaunchCode(maxThreads, registers, deviceMaxThreads, registersPerBlock) &&
-            documented;
+        const bool asDocumented =
+            result == lesson06::tooWideLaunchCode(maxThreads, registers, deviceMaxThreads, registersPerBlock);
+        verdict.check(("too-wide launch of " + std::string(name) + " refused with the documented code").c_str(),
+                      asDocumented);
+        documented = asDocumented && documented;
     }
     std::printf("too-wide launches refused with the documented codes: %s\n", documented ? "yes" : "NO");
-    return documented;
 }
 
 }  // namespace
@@ -223,7 +226,8 @@ int main(int argc, char** argv) {
     const int gridBlocks = std::min(fillGridBlocks, (kCount / 4 + blockThreads - 1) / blockThreads);
     std::printf("vectorAdd launch shape: %d blocks x %d threads for %d elements\n", gridBlocks, blockThreads, kCount);
     const VectorAddCheck check{x, y, z, hostX, hostY, gridBlocks, blockThreads};
-    bool pass = check.run(vectorAdd, "cuModuleLoad (fatbin file)");
+    course::Verdict verdict;
+    verdict.check("vector add via the fatbin file exact", check.run(vectorAdd, "cuModuleLoad (fatbin file)"));
 
     // Step 4: way 2, cuModuleLoadData: an image already in memory (read from a file here;
     // embedded in the executable, downloaded or decrypted in real deployments).
@@ -233,7 +237,8 @@ int main(int argc, char** argv) {
         CHECK_DRIVER(cuModuleLoadData(&imageModule, cubinImage->data()));
         CUfunction imageVectorAdd = nullptr;
         CHECK_DRIVER(cuModuleGetFunction(&imageVectorAdd, imageModule, "vectorAdd"));
-        pass = check.run(imageVectorAdd, "cuModuleLoadData (cubin image)") && pass;
+        verdict.check("vector add via the cubin image exact",
+                      check.run(imageVectorAdd, "cuModuleLoadData (cubin image)"));
         CHECK_DRIVER(cuModuleUnload(imageModule));
     } else {
         std::printf(
@@ -256,7 +261,8 @@ int main(int argc, char** argv) {
         CUfunction ptxVectorAdd = nullptr;
         CHECK_DRIVER(cuModuleGetFunction(&ptxVectorAdd, ptxModule, "vectorAdd"));
         printCodeTaken("vectorAdd from the PTX", ptxVectorAdd);
-        pass = check.run(ptxVectorAdd, "cuModuleLoadData (PTX, JIT)") && pass;
+        verdict.check("vector add via the JIT-compiled PTX exact",
+                      check.run(ptxVectorAdd, "cuModuleLoadData (PTX, JIT)"));
         CHECK_DRIVER(cuModuleUnload(ptxModule));
     }
 
@@ -265,17 +271,17 @@ int main(int argc, char** argv) {
     // can load its code once without owning a context. A CUkernel may be passed to
     // cuLaunchKernel cast to CUfunction, as the reference allows: it runs in the current context.
     course::printStep(6, "the fatbin as a context-independent library");
-    pass = libraryVectorAddExact(*fatbinImage, check) && pass;
+    libraryVectorAddExact(*fatbinImage, check, verdict);
 
     // Step 7: a module global. cuModuleGetGlobal returns the device address and size of a
     // __device__ or __constant__ variable by name; ordinary copies then read and write it.
     course::printStep(7, "write a __constant__ global from the host");
-    pass = scaleByGlobalReadsHostWrite(fileModule, scaleByGlobal, check) && pass;
+    scaleByGlobalReadsHostWrite(fileModule, scaleByGlobal, check, verdict);
 
     // Step 8: kernelParams, the usual argument style, then launches wider than allowed.
     course::printStep(8, "launch with a kernelParams array, and wider than allowed");
-    pass = saxpyWithinTolerance(saxpy, check) && pass;
-    pass = tooWideLaunchesRefused(device, fileModule, saxpy) && pass;
+    saxpyWithinTolerance(saxpy, check, verdict);
+    tooWideLaunchesRefused(device, fileModule, saxpy, verdict);
 
     // Step 9: release in reverse order of creation. Unloading a module frees its code and
     // globals; the primary context stays alive while anyone (the runtime too) retains it.
@@ -287,6 +293,5 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuCtxSetCurrent(nullptr));
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
     std::printf("released: 3 buffers, 1 module, the primary context\n");
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 }

@@ -123,7 +123,8 @@ int main(int argc, char** argv) {
     void* params[] = {&echoA, &echoV, &echoS, &echoN, &outArray};
     const EchoValues fromArray = launchEcho(echoParams, outArray, params, nullptr);
     std::printf("echoParams via kernelParams: %s\n", fromArray == expected ? "every field arrived" : "WRONG");
-    bool pass = fromArray == expected;
+    course::Verdict verdict;
+    verdict.check("every field arrived via kernelParams", fromArray == expected);
 
     // Step 4: the same arguments packed by the program into one buffer, passed in `extra`.
     // ParamBuffer::add places each at the next multiple of alignof(its type), as a C struct
@@ -132,7 +133,8 @@ int main(int argc, char** argv) {
     lesson06::ParamBuffer buffer;
     const std::array<std::size_t, 5> offsets = {buffer.add(echoA), buffer.add(echoV), buffer.add(echoS),
                                                 buffer.add(echoN), buffer.add(outBuffer)};
-    pass = layoutAgrees(echoParams, offsets, driverVersion) && pass;
+    verdict.check("parameter offsets and sizes agree with the driver's",
+                  layoutAgrees(echoParams, offsets, driverVersion));
     std::size_t bufferSize = buffer.size();
     std::printf("parameter buffer size: %zu bytes\n", bufferSize);
     void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffer.data(), CU_LAUNCH_PARAM_BUFFER_SIZE, &bufferSize,
@@ -141,7 +143,8 @@ int main(int argc, char** argv) {
     const bool same = std::memcmp(fromBuffer.data(), fromArray.data(), sizeof(fromBuffer)) == 0;
     std::printf("echoParams via parameter buffer: %s\n", fromBuffer == expected ? "every field arrived" : "WRONG");
     std::printf("parameter buffer launch equals kernelParams launch: %s\n", same ? "yes" : "NO");
-    pass = fromBuffer == expected && same && pass;
+    verdict.check("every field arrived via the parameter buffer", fromBuffer == expected);
+    verdict.check("parameter buffer launch equals kernelParams launch", same);
 
     // Step 5: the size is the end of the last parameter, not sizeof of a struct with the same
     // members: scaleByGlobal(const float*, float*, int) ends at 20 bytes, while such a struct
@@ -180,7 +183,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < kCount; ++i) wrong += result[i] != hostX[i];  // gScale is 1 in the module image
     std::printf("buffer size to the end of the last parameter: %zu bytes -> %s\n", exactSize,
                 wrong == 0 ? "exact" : "WRONG");
-    pass = wrong == 0 && paddedResult != CUDA_SUCCESS && pass;
+    verdict.check("buffer size with tail padding refused", paddedResult != CUDA_SUCCESS);
+    verdict.check("buffer size to the end of the last parameter launches exactly", wrong == 0);
 
     // Step 6: release in reverse order of creation.
     course::printStep(6, "release and check");
@@ -192,6 +196,5 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuCtxSetCurrent(nullptr));
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
     std::printf("released: 4 buffers, 1 module, the primary context\n");
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 }

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
     // Step 2: a context created and made current with the driver API. The runtime
     // creates nothing: its calls run in whatever context is current on the thread.
     course::printStep(2, "a driver context becomes the runtime's context");
+    course::Verdict verdict;
     CUcontext context = nullptr;
     CHECK_DRIVER(course::ctxCreate(&context, 0, device));  // created and pushed: current on this thread
     std::printf("driver context: %p (cuCtxCreate, current on this thread)\n", static_cast<void*>(context));
@@ -57,6 +58,7 @@ int main(int argc, char** argv) {
     int runtimeDevice = -1;
     CHECK_RUNTIME(cudaGetDevice(&runtimeDevice));
     std::printf("cudaGetDevice: %d\n", runtimeDevice);
+    verdict.check("cudaGetDevice names the current context's device", runtimeDevice == ordinal);
     constexpr int kCount = 4096;
     constexpr size_t kBytes = kCount * sizeof(float);
     void* runtimeBuffer = nullptr;
@@ -66,11 +68,13 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, interop::asDriverAddress(runtimeBuffer)));
     const bool runtimeUsedDriverContext = owner == context;
     std::printf("cudaMalloc memory belongs to: %s\n", runtimeUsedDriverContext ? "driver context" : "another context");
+    verdict.check("cudaMalloc memory belongs to the driver context", runtimeUsedDriverContext);
     CUcontext current = nullptr;
     CHECK_DRIVER(cuCtxGetCurrent(&current));
     const bool unchangedAfterRuntime = current == context;
     std::printf("current context after runtime calls: %s\n",
                 unchangedAfterRuntime ? "driver context (unchanged)" : "CHANGED");
+    verdict.check("runtime calls leave the current context unchanged", unchangedAfterRuntime);
     std::printf("primary context active after runtime calls: %s\n", yesNo(interop::primaryContextActive(device)));
 
     // Step 3: the runtime writes its own allocation; the driver reads it back
@@ -83,39 +87,54 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuMemcpyDtoH(readBack.data(), interop::asDriverAddress(runtimeBuffer), kBytes));
     const int readBackOk = interop::countMatching(readBack, hostR);
     std::printf("cuMemcpyDtoH from cudaMalloc memory: %d of %d correct\n", readBackOk, kCount);
+    verdict.check("driver reads what the runtime wrote", readBackOk == kCount);
 
     // Step 4: a context is current per thread. A new thread starts with none, even
     // though this one has the driver context; the runtime then uses, and initialises,
     // the device's primary context. Without cudaSetDevice a new thread's runtime
-    // device is 0, whatever the other threads chose.
+    // device is 0, whatever the other threads chose. The worker does not use CHECK_DRIVER
+    // (std::exit from a worker thread): it records the first failed call, main reports it.
     course::printStep(4, "a new thread: the runtime takes the primary context");
     struct WorkerView {
         CUcontext before = nullptr;
         CUcontext after = nullptr;
         CUcontext primary = nullptr;
-        bool primaryActive = false;
+        int primaryActive = 0;
+        interop::WorkerStatus status;
     } worker;
     std::thread thread([&worker, ordinal, device] {
-        CHECK_DRIVER(cuCtxGetCurrent(&worker.before));
-        CHECK_RUNTIME(cudaSetDevice(ordinal));  // runtime and driver ordinals agree
-        CHECK_RUNTIME(cudaFree(nullptr));       // the classic "start the runtime now" call
-        CHECK_DRIVER(cuCtxGetCurrent(&worker.after));
+        interop::WorkerStatus& s = worker.status;
+        if (!s.driver(cuCtxGetCurrent(&worker.before), "cuCtxGetCurrent")) return;
+        if (!s.runtime(cudaSetDevice(ordinal), "cudaSetDevice")) return;  // runtime and driver ordinals agree
+        if (!s.runtime(cudaFree(nullptr), "cudaFree(nullptr)")) return;   // the classic "start the runtime now"
+        if (!s.driver(cuCtxGetCurrent(&worker.after), "cuCtxGetCurrent")) return;
         // Retaining only counts a reference; it does not make the context current.
-        CHECK_DRIVER(cuDevicePrimaryCtxRetain(&worker.primary, device));
-        worker.primaryActive = interop::primaryContextActive(device);
-        CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+        if (!s.driver(cuDevicePrimaryCtxRetain(&worker.primary, device), "cuDevicePrimaryCtxRetain")) return;
+        unsigned int flags = 0;
+        s.driver(cuDevicePrimaryCtxGetState(device, &flags, &worker.primaryActive), "cuDevicePrimaryCtxGetState");
+        s.driver(cuDevicePrimaryCtxRelease(device), "cuDevicePrimaryCtxRelease");  // released on every path
     });
     thread.join();
+    if (worker.status.failedCall != nullptr)
+        std::printf("worker thread: %s failed with %s\n", worker.status.failedCall, worker.status.error);
+    if (!verdict.check("worker thread's calls succeed", worker.status.failedCall == nullptr)) {
+        CHECK_RUNTIME(cudaFree(runtimeBuffer));
+        CHECK_DRIVER(cuCtxDestroy(context));
+        return verdict.finish();
+    }
     const bool workerStartedEmpty = worker.before == nullptr;
     const bool workerGotPrimary = worker.after != nullptr && worker.after == worker.primary;
     std::printf("worker thread, current context at start: %s\n", workerStartedEmpty ? "none" : "SOME");
+    verdict.check("worker thread starts with no current context", workerStartedEmpty);
     std::printf("worker thread, current context after cudaSetDevice + cudaFree(0): %s\n",
                 workerGotPrimary ? "primary context (same handle as cuDevicePrimaryCtxRetain)" : "NOT the primary");
+    verdict.check("runtime on the worker thread takes the primary context", workerGotPrimary);
     std::printf("worker thread, same as the main thread's driver context: %s\n", yesNo(worker.after == context));
-    std::printf("primary context active: %s\n", yesNo(worker.primaryActive));
+    std::printf("primary context active: %s\n", yesNo(worker.primaryActive != 0));
     CHECK_DRIVER(cuCtxGetCurrent(&current));
     const bool mainUnchanged = current == context;
     std::printf("main thread, current context: %s\n", mainUnchanged ? "driver context (unchanged)" : "CHANGED");
+    verdict.check("main thread's context unchanged by the worker", mainUnchanged);
 
     // Step 5: release in reverse order. The runtime's state in the driver context
     // goes with the context; the primary context stays with the runtime until exit.
@@ -124,13 +143,11 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuCtxDestroy(context));  // also pops it from this thread
     CHECK_DRIVER(cuCtxGetCurrent(&current));
     std::printf("current context after cuCtxDestroy: %s\n", current == nullptr ? "none" : "SOME");
+    verdict.check("no current context after cuCtxDestroy", current == nullptr);
 
     // Step 6: the runtime used the context the driver made current, and the primary
-    // context where there was none (documented behaviour, measured here).
+    // context where there was none (documented behaviour, measured here): each check above
+    // printed its line where the program learnt the answer; the verdict collects them.
     course::printStep(6, "check");
-    const bool pass = runtimeDevice == ordinal && runtimeUsedDriverContext && unchangedAfterRuntime &&
-                      readBackOk == kCount && workerStartedEmpty && workerGotPrimary && mainUnchanged &&
-                      current == nullptr;
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 }

@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
     // Step 2: a cuCtxCreate context with memory, a setting and the runtime's state (a
     // <<<>>> launch) in it. No cudaSetDevice here: it would make the primary current.
     course::printStep(2, "cudaDeviceReset with a cuCtxCreate context current");
+    course::Verdict verdict;
     CUcontext context = nullptr;
     CHECK_DRIVER(course::ctxCreate(&context, 0, device));
     size_t defaultFifo = 0;
@@ -136,21 +137,25 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuCtxGetCurrent(&current));
     const bool stillCurrent = current == context;
     std::printf("current context after the reset: %s\n", stillCurrent ? "driver context (unchanged)" : "CHANGED");
+    verdict.check("created context still current after cudaDeviceReset", stillCurrent);
     CUcontext owner = nullptr;
     CHECK_DRIVER(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, x));
     const bool memoryKept = owner == context;
     std::printf("cuMemAlloc buffer still belongs to the driver context: %s\n", yesNo(memoryKept));
+    verdict.check("created context keeps its buffer", memoryKept);
     size_t fifoAfterReset = 0;
     CHECK_DRIVER(cuCtxGetLimit(&fifoAfterReset, CU_LIMIT_PRINTF_FIFO_SIZE));
     const bool settingKept = fifoAfterReset == 2 * defaultFifo;
     std::printf("printf FIFO after the reset: %zu bytes (%s)\n", fifoAfterReset,
                 settingKept ? "still the configured value" : "CHANGED");
+    verdict.check("created context keeps its printf FIFO setting", settingKept);
     std::printf("primary context active after the reset: %s\n", yesNo(interop::primaryContextActive(device)));
     CHECK_RUNTIME(launchScale(interop::asRuntimePointer(x), 0.5f, kCount, nullptr));  // x = i again
     std::vector<float> back(kCount);
     CHECK_DRIVER(cuMemcpyDtoH(back.data(), x, kBytes));
     const int relaunchOk = interop::countMatching(back, values);
     std::printf("<<<>>> launch after the reset, on the same buffer: %d of %d correct\n", relaunchOk, kCount);
+    verdict.check("<<<>>> launch after the reset exact", relaunchOk == kCount);
     CHECK_DRIVER(cuMemFree(x));
     CHECK_DRIVER(cuCtxDestroy(context));
     const bool createdContextUntouched = stillCurrent && memoryKept && settingKept && relaunchOk == kCount;
@@ -159,21 +164,22 @@ int main(int argc, char** argv) {
     // Step 3: the primary context, retained and configured by driver code, reset by the runtime.
     course::printStep(3, "cudaDeviceReset under driver code that retained the primary context");
     const ResetSeen byRuntime = resetRetainedPrimary(device, ordinal, Reset::Runtime);
+    verdict.check("retaining the primary context leaves no context current", byRuntime.retainLeftNoneCurrent);
+    verdict.check("cudaDeviceReset loses the primary context's setting", byRuntime.settingLost);
 
     // Step 4: the same sequence with the driver's own reset of the primary context.
     course::printStep(4, "cuDevicePrimaryCtxReset, for comparison");
     const ResetSeen byDriver = resetRetainedPrimary(device, ordinal, Reset::Driver);
+    verdict.check("cuDevicePrimaryCtxReset loses the primary context's setting", byDriver.settingLost);
     const bool sameEffect =
         byRuntime.activeAfterReset == byDriver.activeAfterReset &&
         byRuntime.limitAfterReset == byDriver.limitAfterReset && byRuntime.oldRelease == byDriver.oldRelease &&
         byRuntime.settingLost == byDriver.settingLost && byRuntime.sameHandle == byDriver.sameHandle;
     std::printf("cudaDeviceReset and cuDevicePrimaryCtxReset, same observations: %s\n", yesNo(sameEffect));
+    verdict.check("both resets give the same observations", sameEffect);
 
     // Step 5: the reset spared the created context, and tore down the retained primary
-    // context's setting, the same way the driver's reset does.
+    // context's setting, the same way the driver's reset does (each check above printed its line).
     course::printStep(5, "check");
-    const bool pass = createdContextUntouched && byRuntime.retainLeftNoneCurrent && byRuntime.settingLost &&
-                      byDriver.settingLost && sameEffect;
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 }

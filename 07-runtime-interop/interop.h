@@ -57,6 +57,29 @@ inline bool primaryContextActive(CUdevice device) {
     return active != 0;
 }
 
+// What a worker thread hands back to main instead of exiting. CHECK_DRIVER and CHECK_RUNTIME
+// end the process with std::exit, which must not be called from a worker thread: it runs the
+// process's exit handlers (the runtime's teardown among them) while main may still be using
+// CUDA. The worker records the first call that failed and its error; main reports it.
+struct WorkerStatus {
+    const char* failedCall = nullptr;  // nullptr: every call succeeded
+    const char* error = "";
+    bool driver(CUresult result, const char* call) {
+        if (result != CUDA_SUCCESS && failedCall == nullptr) {
+            failedCall = call;
+            error = course::driverErrorName(result);
+        }
+        return result == CUDA_SUCCESS;
+    }
+    bool runtime(cudaError_t result, const char* call) {
+        if (result != cudaSuccess && failedCall == nullptr) {
+            failedCall = call;
+            error = cudaGetErrorName(result);
+        }
+        return result == cudaSuccess;
+    }
+};
+
 inline const char* yesNo(bool value) {
     return value ? "yes" : "no";
 }

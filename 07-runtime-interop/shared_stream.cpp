@@ -103,6 +103,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < kCount; ++i) expectedScaled[i] = 2.0f * static_cast<float>(i);
     const int scaledOk = interop::countMatching(scaled, expectedScaled);
     std::printf("<<<>>> kernel on cuMemAlloc memory: %d of %d correct\n", scaledOk, kCount);
+    course::Verdict verdict;
+    verdict.check("<<<>>> kernel on driver memory exact", scaledOk == kCount);
     std::printf("first launch in this context (includes the runtime's module load): %.3f ms\n", firstLaunchMs);
     std::printf("kernel time (cuEventRecord, cudaEventElapsedTime): %.3f ms\n", kernelMs);
 
@@ -117,6 +119,7 @@ int main(int argc, char** argv) {
     const bool unchangedAfterCublas = current == context;
     std::printf("current context after cublasCreate: %s\n",
                 unchangedAfterCublas ? "driver context (unchanged)" : "CHANGED");
+    verdict.check("cublasCreate leaves the current context unchanged", unchangedAfterCublas);
     CHECK_CUBLAS(cublasSetStream(blas, stream));
     CUdeviceptr y = 0;
     CHECK_DRIVER(cuMemAlloc(&y, kBytes));
@@ -132,6 +135,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < kCount; ++i) expectedSaxpy[i] = static_cast<float>(i) + 1.0f;
     const int saxpyOk = interop::countMatching(saxpy, expectedSaxpy);
     std::printf("cublasSaxpy on cuMemAlloc memory: %d of %d correct\n", saxpyOk, kCount);
+    verdict.check("cublasSaxpy on driver memory exact", saxpyOk == kCount);
 
     // Step 4: release in reverse order; the handle before the context it belongs to.
     course::printStep(4, "release");
@@ -142,10 +146,9 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuCtxDestroy(context));  // also pops it from this thread
     CHECK_DRIVER(cuCtxGetCurrent(&current));
     std::printf("current context after cuCtxDestroy: %s\n", current == nullptr ? "none" : "SOME");
+    verdict.check("no current context after cuCtxDestroy", current == nullptr);
 
-    // Step 5: each crossing gave the host's answer.
+    // Step 5: each crossing gave the host's answer (each check above printed its line).
     course::printStep(5, "check");
-    const bool pass = scaledOk == kCount && unchangedAfterCublas && saxpyOk == kCount && current == nullptr;
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 }

@@ -59,9 +59,9 @@ Function resolve(const char* symbol, int cudaVersion) {
     return reinterpret_cast<Function>(function);
 }
 
-// Step 3: each family's name at its versions. True when every version up to the driver's
-// gave a function and each checked pair of versions gave two different functions.
-bool compareAbis(void* library, int driverVersion) {
+// Step 3: each family's name at its versions. Checks that every version up to the driver's
+// gave a function and that each checked pair of versions gave two different functions.
+void compareAbis(void* library, int driverVersion, course::Verdict& verdict) {
     struct Family {
         const char* symbol;
         std::vector<int> versions;
@@ -74,30 +74,32 @@ bool compareAbis(void* library, int driverVersion) {
         {"cuStreamBeginCapture", {10000, 10010}, 10000, 10010, true},
         {"cuCtxSynchronize", {2000, 13000}, 2000, 13000, false},
     };
-    bool abisOk = true;
     for (const Family& family : families) {
         void* older = nullptr;
         void* newer = nullptr;
+        bool everyVersionFound = true;
         for (const int version : family.versions) {
             const Lookup answer = lookUp(family.symbol, version, CU_GET_PROC_ADDRESS_DEFAULT);
             std::printf("%s @ %d: %s\n", family.symbol, version, describe(library, family.symbol, answer).c_str());
             // Every version up to the driver's must give a function.
-            if (version <= driverVersion) abisOk = abisOk && answer.result == CUDA_SUCCESS && answer.function;
+            if (version <= driverVersion)
+                everyVersionFound = everyVersionFound && answer.result == CUDA_SUCCESS && answer.function;
             if (version == family.olderOfPair) older = answer.function;
             if (version == family.newerOfPair) newer = answer.function;
         }
+        const std::string symbol = family.symbol;
+        verdict.check((symbol + " found at every version up to the driver's").c_str(), everyVersionFound);
         if (family.newerOfPair > driverVersion) continue;  // this driver cannot answer the newer one
         const bool different = older != nullptr && newer != nullptr && older != newer;
         std::printf("%s @ %d and @ %d: %s\n", family.symbol, family.olderOfPair, family.newerOfPair,
                     different ? "different functions" : "the same function");
-        if (family.checked) abisOk = abisOk && different;
+        if (family.checked) verdict.check((symbol + " gives a different function for each ABI").c_str(), different);
     }
-    return abisOk;
 }
 
 // Step 4: an unknown name, a name asked for below its first version, the same name at that
-// version, and a version above the driver's. True when each status is the one expected.
-bool showStatuses(void* library, int driverVersion, int askVersion) {
+// version, and a version above the driver's. Checks the status of the first three.
+void showStatuses(void* library, int driverVersion, int askVersion, course::Verdict& verdict) {
     const Lookup unknown = lookUp("cuDoesNotExist", askVersion, CU_GET_PROC_ADDRESS_DEFAULT);
     std::printf("cuDoesNotExist @ %d: %s\n", askVersion, describe(library, "cuDoesNotExist", unknown).c_str());
     // cuDeviceGetExecAffinitySupport arrived in CUDA 11.4 (PFN_..._v11040).
@@ -114,15 +116,17 @@ bool showStatuses(void* library, int driverVersion, int askVersion) {
     // The 11.x shim can only say "not found"; the CUDA 12 status tells the two apart.
     const CUdriverProcAddressQueryResult expectedTooOld =
         CUDA_VERSION >= 12000 ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    return unknown.result == CUDA_SUCCESS && unknown.function == nullptr &&
-           unknown.status == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND && tooOld.result == CUDA_SUCCESS &&
-           tooOld.function == nullptr && tooOld.status == expectedTooOld && inTime.result == CUDA_SUCCESS &&
-           inTime.function != nullptr;
+    verdict.check("unknown name gives no function and symbol not found",
+                  unknown.result == CUDA_SUCCESS && unknown.function == nullptr &&
+                      unknown.status == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    verdict.check("name below its first version gives no function and its status",
+                  tooOld.result == CUDA_SUCCESS && tooOld.function == nullptr && tooOld.status == expectedTooOld);
+    verdict.check("name at its first version found", inTime.result == CUDA_SUCCESS && inTime.function != nullptr);
 }
 
 // Step 5: cuMemcpyAsync (a stream function) and cuMemAlloc (none) under both stream flags.
-// True when only cuMemcpyAsync gives two functions.
-bool comparePerThreadVariants(void* library, int askVersion) {
+// Checks that only cuMemcpyAsync gives two functions.
+void comparePerThreadVariants(void* library, int askVersion, course::Verdict& verdict) {
     const Lookup copyLegacy = lookUp("cuMemcpyAsync", askVersion, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
     const Lookup copyPerThread = lookUp("cuMemcpyAsync", askVersion, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
     const Lookup allocLegacy = lookUp("cuMemAlloc", askVersion, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
@@ -134,14 +138,16 @@ bool comparePerThreadVariants(void* library, int askVersion) {
                 describe(library, "cuMemAlloc", allocPerThread).c_str(),
                 allocPerThread.function == allocLegacy.function ? "same as LEGACY_STREAM: no per-thread variant"
                                                                 : "differs from LEGACY_STREAM");
-    return copyLegacy.function != nullptr && copyPerThread.function != nullptr &&
-           copyLegacy.function != copyPerThread.function && allocLegacy.function != nullptr &&
-           allocPerThread.function == allocLegacy.function;
+    verdict.check("cuMemcpyAsync has a per-thread variant", copyLegacy.function != nullptr &&
+                                                                  copyPerThread.function != nullptr &&
+                                                                  copyLegacy.function != copyPerThread.function);
+    verdict.check("cuMemAlloc has one function under both flags",
+                  allocLegacy.function != nullptr && allocPerThread.function == allocLegacy.function);
 }
 
-// Step 8: cuMemAlloc through the runtime, compared with the driver's answer at 3020. True
-// when the runtime gave a function.
-bool lookUpThroughRuntime(void* library, void* driverMemAlloc) {
+// Step 8: cuMemAlloc through the runtime, compared with the driver's answer at 3020. Checks
+// that the runtime gave a function; which one it is is printed, not judged.
+void lookUpThroughRuntime(void* library, void* driverMemAlloc, course::Verdict& verdict) {
     void* runtimeMemAlloc = nullptr;
 #if CUDART_VERSION >= 12050
     const char* runtimeCall = "cudaGetDriverEntryPointByVersion(\"cuMemAlloc\", 3020)";
@@ -164,7 +170,7 @@ bool lookUpThroughRuntime(void* library, void* driverMemAlloc) {
     }
     const bool sameAsDriver = runtimeMemAlloc == driverMemAlloc;
     std::printf("same function as cuGetProcAddress(\"cuMemAlloc\", 3020): %s\n", sameAsDriver ? "yes" : "no");
-    return runtimeResult == cudaSuccess && runtimeMemAlloc != nullptr;
+    verdict.check("runtime gives a cuMemAlloc entry point", runtimeResult == cudaSuccess && runtimeMemAlloc != nullptr);
 }
 
 }  // namespace
@@ -205,7 +211,8 @@ int main(int argc, char** argv) {
     // Step 3: at run time, ask for one name at several versions. Each answer is compared
     // with dlsym of the exported versioned names, which names the ABI that came back.
     course::printStep(3, "one name, several ABIs");
-    const bool abisOk = compareAbis(library, driverVersion);
+    course::Verdict verdict;
+    compareAbis(library, driverVersion, verdict);
 
     // Step 4: the three ways a lookup gives no function. An unknown name and a name
     // that exists only from a later version both return CUDA_SUCCESS with a NULL
@@ -214,14 +221,14 @@ int main(int argc, char** argv) {
     // The version this program's cuda.h describes, but never above what the driver can
     // answer (a toolkit may be a minor release newer than the driver).
     const int askVersion = std::min(CUDA_VERSION, driverVersion);
-    const bool statusesOk = showStatuses(library, driverVersion, askVersion);
+    showStatuses(library, driverVersion, askVersion, verdict);
 
     // Step 5: functions that take a stream have a second export, _ptsz, in which stream
     // 0 means this thread's own default stream (CU_STREAM_PER_THREAD) instead of the
     // legacy NULL stream that synchronises with every blocking stream of the context.
     // The flag chooses which one a lookup returns; functions without one fall back.
     course::printStep(5, "per-thread default stream variants");
-    const bool perThreadOk = comparePerThreadVariants(library, askVersion);
+    comparePerThreadVariants(library, askVersion, verdict);
 
     // Step 6: call through resolved pointers. Each typedef names the version it
     // describes; asking for that same version keeps the call right on every driver,
@@ -252,6 +259,7 @@ int main(int argc, char** argv) {
     unsigned int matching = 0;
     for (const unsigned int value : host) matching += value == kPattern ? 1 : 0;
     std::printf("round trip through resolved pointers: %u of %u correct\n", matching, kCount);
+    verdict.check("round trip through resolved pointers exact", matching == kCount);
 
     // Step 7: a driver newer than the toolkit. cuStreamGetDevice arrived in CUDA 12.8;
     // a program built with an older toolkit has neither its declaration nor its typedef,
@@ -261,7 +269,6 @@ int main(int argc, char** argv) {
     course::printStep(7, "a function newer than the toolkit");
     using StreamGetDeviceV12080 = CUresult(CUDAAPI*)(CUstream, CUdevice*);
     const Lookup probe = lookUp("cuStreamGetDevice", driverVersion, CU_GET_PROC_ADDRESS_DEFAULT);
-    bool newerFunctionOk = true;
     if (probe.result != CUDA_SUCCESS || probe.function == nullptr) {
         std::printf(
             "cuStreamGetDevice: not in this driver (%s, %s); update the driver to use it, the program "
@@ -274,16 +281,17 @@ int main(int argc, char** argv) {
         CUdevice streamDevice = -1;
         CHECK_DRIVER(streamGetDevice(stream, &streamDevice));
         CHECK_DRIVER(cuStreamDestroy(stream));
-        newerFunctionOk = streamDevice == device;
+        const bool streamsDevice = streamDevice == device;
         std::printf("cuStreamGetDevice: found in driver %s; called through a hand-written typedef: device %d (%s)\n",
                     course::formatCudaVersion(driverVersion).c_str(), static_cast<int>(streamDevice),
-                    newerFunctionOk ? "the stream's device" : "WRONG");
+                    streamsDevice ? "the stream's device" : "WRONG");
+        verdict.check("cuStreamGetDevice names the stream's device", streamsDevice);
     }
 
     // Step 8: the runtime has its own front door to the same table. Since 12.5 it takes
     // a version like cuGetProcAddress; before, it could only use the runtime's own.
     course::printStep(8, "the runtime's way");
-    const bool runtimeOk = lookUpThroughRuntime(library, reinterpret_cast<void*>(memAlloc));
+    lookUpThroughRuntime(library, reinterpret_cast<void*>(memAlloc), verdict);
 
     // Step 9: release in reverse order, the context through the resolved pointer.
     course::printStep(9, "release");
@@ -291,8 +299,7 @@ int main(int argc, char** argv) {
     dlclose(library);
     std::printf("context destroyed, library handle closed\n");
 
+    // Step 10: each check above printed its line where the program learnt the answer.
     course::printStep(10, "check");
-    const bool pass = abisOk && statusesOk && perThreadOk && matching == kCount && newerFunctionOk && runtimeOk;
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 }

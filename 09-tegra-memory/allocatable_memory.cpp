@@ -41,6 +41,9 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuMemGetInfo(&freeBytes, &totalBytes));
     std::printf("cuMemGetInfo free: %.2f GiB\n", gib(freeBytes));
     std::printf("cuMemGetInfo total: %.2f GiB\n", gib(totalBytes));
+    course::Verdict verdict;
+    verdict.check("cuMemGetInfo reports some memory", totalBytes > 0);
+    verdict.check("cuMemGetInfo free within total", freeBytes <= totalBytes);
 
     // Step 3: the note's estimate, computed from the text of /proc/meminfo.
     course::printStep(3, "the application note's estimate from /proc/meminfo");
@@ -68,6 +71,8 @@ int main(int argc, char** argv) {
         }
         estimated = true;
     }
+    // The estimate needs a Linux /proc/meminfo with the fields the note uses.
+    verdict.check("the note's estimate computed from /proc/meminfo", estimated);
 
     // Step 4: which number to trust on this device.
     course::printStep(4, "why they differ");
@@ -84,8 +89,5 @@ int main(int argc, char** argv) {
 
     course::printStep(5, "release and check");
     CHECK_DRIVER(cuCtxDestroy(context));
-    // The estimate needs a Linux /proc/meminfo; cuMemGetInfo must report some memory.
-    const bool pass = estimated && totalBytes > 0 && freeBytes <= totalBytes;
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 }

@@ -86,6 +86,8 @@ int main(int argc, char** argv) {
         }
     std::printf("r[0][0..3]: %d %d %d %d\n", hostView(r)[0], hostView(r)[1], hostView(r)[2], hostView(r)[3]);
     std::printf("matrix multiply (%dx%d * %dx%d) matches the CPU: %s\n", hp, wp, hq, wq, tegra::yesNo(mismatches == 0));
+    course::Verdict verdict;
+    verdict.check("matrix multiply matches the CPU", mismatches == 0);
 
     course::printStep(5, "release");
     CHECK_DRIVER(cuMemFree(r));
@@ -94,6 +96,5 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuStreamDestroy(stream));
     CHECK_DRIVER(cuModuleUnload(module));
     CHECK_DRIVER(cuCtxDestroy(context));
-    std::printf("Result = %s\n", mismatches == 0 ? "PASS" : "FAIL");
-    return mismatches == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 }

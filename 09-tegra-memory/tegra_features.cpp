@@ -78,10 +78,10 @@ int main(int argc, char** argv) {
 
     // Step 2: memory features, from attributes; two of them run.
     course::printStep(2, "memory features");
-    bool featuresOk = true;
+    course::Verdict verdict;
     if (tegra::attribute(device, CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED)) {
         std::printf("feature cuMemHostRegister: supported, ran (CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED = 1)\n");
-        featuresOk = registerAndWrite() && featuresOk;
+        verdict.check("registered buffer written through its device pointer", registerAndWrite());
     } else {
         std::printf(
             "feature cuMemHostRegister: not supported (CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED = 0); use "
@@ -176,6 +176,5 @@ int main(int argc, char** argv) {
     course::printStep(4, "release and check");
     CHECK_DRIVER(cuStreamDestroy(stream));
     CHECK_DRIVER(cuCtxDestroy(context));
-    std::printf("Result = %s\n", featuresOk ? "PASS" : "FAIL");
-    return featuresOk ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 }

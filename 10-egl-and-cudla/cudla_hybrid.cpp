@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
 
     // Step 3: load the loadable and read its tensor descriptors.
     course::printStep(3, "module and tensors");
-    bool pass = true;
+    course::Verdict verdict;
     if (skipReason != nullptr) {
         std::printf("section cuDLA task: SKIP (%s)\n", skipReason);
     } else {
@@ -169,7 +169,8 @@ int main(int argc, char** argv) {
         const cudlaStatus hardware = cudlaGetLastError(dla);
         std::printf("cuStreamSynchronize after the DLA task: %s\n", course::driverErrorName(synced));
         std::printf("cudlaGetLastError: %d\n", static_cast<int>(hardware));
-        pass = synced == CUDA_SUCCESS && hardware == cudlaSuccess;
+        verdict.check("DLA task completes on the CUDA stream", synced == CUDA_SUCCESS);
+        verdict.check("cudlaGetLastError reports no DLA error", hardware == cudlaSuccess);
         for (const Tensor& t : outputTensors)
             checkDla(cudlaMemUnregister(dla, t.registered), "cudlaMemUnregister(output)");
         for (const Tensor& t : inputTensors)
@@ -189,7 +190,6 @@ int main(int argc, char** argv) {
         std::printf("Result = SKIP (%s)\n", skipReason);
         return course::kExitNotApplicable;
     }
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 #endif
 }

@@ -24,6 +24,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "../common/check_driver.h"
@@ -117,6 +118,16 @@ void printSeenFrame(const SeenFrame& seen, const CUeglFrame& presented) {
                 yesNo(seen.frame.frame.pPitch[0] == presented.frame.pPitch[0]));
 }
 
+// The worker threads' report (they print nothing and must not exit): the first failed call
+// of each, then one check. After a failure the program stops (see ThreadStatus).
+bool threadsSucceeded(const ThreadStatus& consumer, const ThreadStatus& producer, course::Verdict& verdict) {
+    for (const auto& [who, status] : {std::pair{"consumer", &consumer}, std::pair{"producer", &producer}})
+        if (!status->ok())
+            std::printf("%s thread: %s failed with %s\n", who, status->failedCall,
+                        course::driverErrorName(status->error));
+    return verdict.check("worker threads' driver calls succeed", consumer.ok() && producer.ok());
+}
+
 const char* streamState(EGLDisplay display, const ConnectedStream& ends) {
     auto queryStream = reinterpret_cast<PFNEGLQUERYSTREAMKHRPROC>(eglGetProcAddress("eglQueryStreamKHR"));
     EGLint state = 0;
@@ -173,7 +184,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuMemAllocPitch(&bufferA, &pitch, kFrameWidth * 4, kFrameHeight, 4));
     CHECK_DRIVER(cuMemAllocPitch(&bufferB, &pitch, kFrameWidth * 4, kFrameHeight, 4));
     const CUeglFrame frameA = describeFrame(bufferA, pitch), frameB = describeFrame(bufferB, pitch);
-    bool pass = true;
+    course::Verdict verdict;
 
     // Step 4: the app note's flow with default attributes. The consumer thread acquires,
     // checks and releases frame 0; only after that does the producer thread ask for it back.
@@ -186,11 +197,14 @@ int main(int argc, char** argv) {
     StreamEnd consumerEnd{context, &cuda, &ends.consumer, checkAcquiredFrame};
     std::vector<SeenFrame> seen;
     CUresult stuck = CUDA_SUCCESS;
+    ThreadStatus consumerStatus, producerStatus;  // each written by its own thread only
     {
         std::promise<void> released;
-        std::thread consumer([&] { seen = consumeFrames(consumerEnd, 1, kAcquireTimeoutUs); });
-        std::thread producer(
-            [&] { stuck = presentThenAskBack(producerEnd, frameA, 0, released.get_future(), kAttemptsAfterRelease); });
+        std::thread consumer([&] { seen = consumeFrames(consumerEnd, 1, kAcquireTimeoutUs, consumerStatus); });
+        std::thread producer([&] {
+            stuck = presentThenAskBack(producerEnd, frameA, 0, released.get_future(), kAttemptsAfterRelease,
+                                       producerStatus);
+        });
         consumer.join();  // the consumer has released frame 0: say what it saw, then let the producer ask
         if (seen.empty()) std::printf("consumer thread saw: nothing within the timeout\n");
         for (const SeenFrame& frame : seen) printSeenFrame(frame, frameA);
@@ -198,13 +212,15 @@ int main(int argc, char** argv) {
         released.set_value();
         producer.join();
     }
-    pass = pass && seen.size() == 1 && seen[0].frameNumber == 0 && seen[0].mismatches == 0;
+    if (!threadsSucceeded(consumerStatus, producerStatus, verdict)) return verdict.finish();
+    verdict.check("consumer saw frame 0 intact",
+                  seen.size() == 1 && seen[0].frameNumber == 0 && seen[0].mismatches == 0);
     // EGL_SUPPORT_REUSE_NV is EGL_TRUE by default: the stream keeps the last frame so the
     // consumer can acquire it again, so it never returns to the producer while connected.
     std::printf(
         "producer thread, frame back with EGL_SUPPORT_REUSE_NV = EGL_TRUE (default), %d attempts: %s (code %d)\n",
         kAttemptsAfterRelease, course::driverErrorName(stuck), static_cast<int>(stuck));
-    pass = pass && stuck == CUDA_ERROR_LAUNCH_TIMEOUT;
+    verdict.check("the stream keeps the last frame while reuse is on", stuck == CUDA_ERROR_LAUNCH_TIMEOUT);
     disconnectStream(display.display, cuda, ends);
 
     // Step 5: the cure (EGL_NV_stream_reset): with EGL_SUPPORT_REUSE_NV = EGL_FALSE the last
@@ -215,11 +231,13 @@ int main(int argc, char** argv) {
     constexpr unsigned int kRoundTrips = 4;
     std::vector<ReturnedFrame> trips;
     {
-        std::thread consumer([&] { seen = consumeFrames(consumerEnd, kRoundTrips, kAcquireTimeoutUs); });
-        std::thread producer([&] { trips = presentRoundTrips(producerEnd, frameA, kRoundTrips); });
+        std::thread consumer(
+            [&] { seen = consumeFrames(consumerEnd, kRoundTrips, kAcquireTimeoutUs, consumerStatus); });
+        std::thread producer([&] { trips = presentRoundTrips(producerEnd, frameA, kRoundTrips, producerStatus); });
         consumer.join();
         producer.join();
     }
+    if (!threadsSucceeded(consumerStatus, producerStatus, verdict)) return verdict.finish();
     unsigned int roundTrips = 0;
     for (unsigned int n = 0; n < kRoundTrips && n < seen.size() && n < trips.size(); ++n) {
         std::printf(
@@ -229,7 +247,7 @@ int main(int argc, char** argv) {
         roundTrips += seen[n].frameNumber == n && seen[n].mismatches == 0 && trips[n].sameBuffer;
     }
     std::printf("round trips: %u of %u\n", roundTrips, kRoundTrips);
-    pass = pass && roundTrips == kRoundTrips;
+    verdict.check("every frame round-trips through one buffer", roundTrips == kRoundTrips);
     disconnectStream(display.display, cuda, ends);
 
     // Step 6: mailbox (the default) keeps only the newest frame; FIFO (EGL_KHR_stream_fifo)
@@ -249,14 +267,15 @@ int main(int argc, char** argv) {
             std::shared_future<void> bothPresented = presented.get_future().share();
             std::thread consumer([&] {
                 bothPresented.wait();
-                seen = consumeFrames(consumerEnd, 2, kDrainTimeoutUs);
+                seen = consumeFrames(consumerEnd, 2, kDrainTimeoutUs, consumerStatus);
             });
             std::thread producer([&] {
-                back = presentAllThenCollect(producerEnd, {frameA, frameB}, {10, 11}, presented);
+                back = presentAllThenCollect(producerEnd, {frameA, frameB}, {10, 11}, presented, producerStatus);
             });
             consumer.join();
             producer.join();
         }
+        if (!threadsSucceeded(consumerStatus, producerStatus, verdict)) return verdict.finish();
         std::string seenList;
         for (const SeenFrame& frame : seen) seenList += " " + std::to_string(frame.frameNumber);
         std::printf("%s: presented frames 10 11, consumer saw%s\n", mode,
@@ -266,8 +285,12 @@ int main(int argc, char** argv) {
         // buffers back; whether frame 10 was seen is what the modes differ in.
         const bool intact = std::all_of(seen.begin(), seen.end(), [](const SeenFrame& f) { return f.mismatches == 0; });
         const bool inOrder = seen.size() < 2 || seen[0].frameNumber < seen[1].frameNumber;
-        pass = pass && intact && inOrder && !seen.empty() && seen.back().frameNumber == 11 && back == 2 &&
-               (fifo ? seen.size() == 2 : seen.size() == 1);
+        const std::string m = mode;
+        verdict.check((m + " delivers intact frames in order, the newest last").c_str(),
+                      intact && inOrder && !seen.empty() && seen.back().frameNumber == 11);
+        verdict.check((m + " gives both buffers back").c_str(), back == 2);
+        verdict.check(fifo ? "fifo delivers both frames" : "mailbox delivers only the newest frame",
+                      fifo ? seen.size() == 2 : seen.size() == 1);
         disconnectStream(display.display, cuda, ends);
     }
 
@@ -278,8 +301,7 @@ int main(int argc, char** argv) {
     closeDeviceDisplay(display);
     CHECK_DRIVER(cuModuleUnload(module));
     CHECK_DRIVER(cuCtxDestroy(context));
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 }
 #else
 int main(int argc, char** argv) {

@@ -3,7 +3,7 @@
 // paints frames and presents them; the consumer (stream_consumer.cpp) acquires each
 // frame, checks it where the stream put it, and releases it. egl_stream.cpp connects
 // the ends, starts the threads and prints what they report (threads print nothing, so
-// the output keeps its order).
+// the output keeps its order), a failed call included: see ThreadStatus.
 #pragma once
 
 #include "egl_config.h"
@@ -34,6 +34,31 @@ struct CudaEglStream {
     PFN_cuEGLStreamProducerReturnFrame_v7000 producerReturnFrame = nullptr;
 };
 
+// What a worker thread reports to main instead of exiting. CHECK_DRIVER ends the process
+// with std::exit, which must not be called on a worker thread: the process's exit handlers
+// would run while other threads still use CUDA. A thread records its first failed call here
+// and skips its remaining calls (THREAD_DRIVER), its clean-up included; main prints the call
+// and its error, fails a check and ends the program, and cuCtxDestroy or the end of the
+// process frees what the thread left behind.
+struct ThreadStatus {
+    const char* failedCall = nullptr;  // nullptr while every call succeeded
+    CUresult error = CUDA_SUCCESS;
+    bool ok() const { return failedCall == nullptr; }
+    // Keeps the first failure; returns whether this call succeeded.
+    bool record(CUresult result, const char* call) {
+        if (result != CUDA_SUCCESS && ok()) {
+            failedCall = call;
+            error = result;
+        }
+        return result == CUDA_SUCCESS;
+    }
+};
+// The worker thread's CHECK_DRIVER: runs `call` only while every earlier call succeeded.
+#define THREAD_DRIVER(status, call)                                  \
+    do {                                                             \
+        if ((status).ok()) static_cast<void>((status).record((call), #call)); \
+    } while (0)
+
 // What a thread needs to work one end of a connected stream. The context is shared by
 // both threads; each makes it current for itself, because a context is current per thread.
 struct StreamEnd {
@@ -53,13 +78,16 @@ struct ReturnedFrame {
 // Presents frame `number` once, waits until the consumer says it has released it, then
 // asks for it back `attempts` times, 1 ms apart; returns the last answer.
 CUresult presentThenAskBack(const StreamEnd& end, const CUeglFrame& frame, unsigned int number,
-                            std::shared_future<void> released, int attempts);
+                            std::shared_future<void> released, int attempts, ThreadStatus& status);
 // Frames 0 .. count-1 through one buffer: paint, present, wait for it to come back, repeat.
-std::vector<ReturnedFrame> presentRoundTrips(const StreamEnd& end, const CUeglFrame& frame, unsigned int count);
+std::vector<ReturnedFrame> presentRoundTrips(const StreamEnd& end, const CUeglFrame& frame, unsigned int count,
+                                             ThreadStatus& status);
 // Presents numbers[i] in frames[i] back to back, says so through `presented`, then takes
-// every frame back; returns how many came back.
+// every frame back; returns how many came back. `presented` is set on every path, a failed
+// call included, so that the consumer never waits for it forever.
 int presentAllThenCollect(const StreamEnd& end, const std::vector<CUeglFrame>& frames,
-                          const std::vector<unsigned int>& numbers, std::promise<void>& presented);
+                          const std::vector<unsigned int>& numbers, std::promise<void>& presented,
+                          ThreadStatus& status);
 
 // ---- consumer (stream_consumer.cpp) ----
 struct SeenFrame {
@@ -69,5 +97,6 @@ struct SeenFrame {
 };
 // Acquires frames until `count` were seen or none arrives within `timeoutUs`; checks each
 // one in place with the checkAcquiredFrame kernel, then releases it.
-std::vector<SeenFrame> consumeFrames(const StreamEnd& end, unsigned int count, unsigned int timeoutUs);
+std::vector<SeenFrame> consumeFrames(const StreamEnd& end, unsigned int count, unsigned int timeoutUs,
+                                     ThreadStatus& status);
 #endif

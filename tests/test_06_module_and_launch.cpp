@@ -28,6 +28,25 @@ namespace {
 const std::string kLesson = "06-module-and-launch";
 const std::vector<std::string> kPrograms = {"load_and_launch", "jit_and_link", "param_buffer", "launch_bench"};
 
+// The program's "check NAME: ok|FAIL" lines (course::Verdict), in order.
+std::vector<std::string> checkLines(const std::string& out) {
+    std::vector<std::string> found;
+    for (const auto& line : lines(out))
+        if (line.rfind("check ", 0) == 0) found.push_back(line);
+    return found;
+}
+
+// Every check a run printed held, and a PASS came with at least one check when `needsOne`.
+void requireChecksHeld(const RunResult& r, bool needsOne = true) {
+    const std::vector<std::string> checks = checkLines(r.out);
+    if (needsOne) CHECK_FALSE(checks.empty());
+    for (const std::string& line : checks) {
+        INFO(line);
+        CHECK(line.size() > 4);
+        CHECK(line.substr(line.size() - 4) == ": ok");
+    }
+}
+
 // The module files each program reads before it calls the driver.
 std::vector<std::string> moduleFilesOf(const std::string& program) {
     if (program == "load_and_launch") return {"vector_ops.fatbin", "vector_ops.cubin", "vector_ops.ptx"};
@@ -276,7 +295,7 @@ TEST_CASE("Lesson 06 runs a cubin only within its SM family, upwards", "[cpu][le
 
 TEST_CASE("Lesson 06 passes and vectorAdd is exact however its module was loaded", "[gpu][lesson06]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "load_and_launch");
+    const RunResult r = defaultRun(kLesson, "load_and_launch");
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
@@ -298,7 +317,7 @@ TEST_CASE("Lesson 06 passes and vectorAdd is exact however its module was loaded
     CHECK(fromFatbin->substr(0, fromFatbin->find(',')) == fromPtx->substr(0, fromPtx->find(',')));
     for (const auto& name : kPrograms) {
         INFO(name);
-        const RunResult& each = defaultRun(kLesson, name);
+        const RunResult each = defaultRun(kLesson, name);
         CHECK(each.exitCode == 0);
         CHECK(contains(each.out, "Result = PASS"));
     }
@@ -306,7 +325,7 @@ TEST_CASE("Lesson 06 passes and vectorAdd is exact however its module was loaded
 
 TEST_CASE("Lesson 06's JIT reports its target, its wall time and a verbose info log", "[gpu][lesson06]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "jit_and_link");
+    const RunResult r = defaultRun(kLesson, "jit_and_link");
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "CUDA_CACHE_DISABLE") == "1");
@@ -329,7 +348,7 @@ TEST_CASE("Lesson 06's JIT reports its target, its wall time and a verbose info 
 TEST_CASE("Lesson 06's parameter-buffer launch equals its kernelParams launch, at the driver's offsets",
           "[gpu][lesson06]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "param_buffer");
+    const RunResult r = defaultRun(kLesson, "param_buffer");
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "echoParams via kernelParams") == "every field arrived");
@@ -369,7 +388,7 @@ TEST_CASE("Lesson 06's parameter-buffer launch equals its kernelParams launch, a
 
 TEST_CASE("Lesson 06's broken PTX fails with CUDA_ERROR_INVALID_PTX and a log naming its line", "[gpu][lesson06]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "jit_and_link");
+    const RunResult r = defaultRun(kLesson, "jit_and_link");
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     const auto line = valueOf(r.out, "broken PTX offending line");
@@ -388,7 +407,7 @@ TEST_CASE("Lesson 06's broken PTX fails with CUDA_ERROR_INVALID_PTX and a log na
 
 TEST_CASE("Lesson 06's linked module runs, while the calling PTX alone does not load", "[gpu][lesson06]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "jit_and_link");
+    const RunResult r = defaultRun(kLesson, "jit_and_link");
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     const auto alone = valueOf(r.out, "cuModuleLoadDataEx(link_main.ptx alone)");
@@ -401,7 +420,7 @@ TEST_CASE("Lesson 06's linked module runs, while the calling PTX alone does not 
 TEST_CASE("Lesson 06's kernel reads the __constant__ value the host wrote through cuModuleGetGlobal",
           "[gpu][lesson06]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "load_and_launch");
+    const RunResult r = defaultRun(kLesson, "load_and_launch");
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "gScale") == "4 bytes, 1 in the module image");
@@ -460,6 +479,7 @@ TEST_CASE("Lesson 06 prints the JIT's error log before it fails on a PTX file th
         CHECK(std::stoi(*bytes) > 0);
         CHECK(contains(r.out, "  | ptxas application ptx input, line "));
         CHECK(contains(r.out, "'rett'"));
+        CHECK(contains(r.out, "check JIT compiles the PTX: FAIL"));
         CHECK(contains(r.out, "Result = FAIL"));
     }
     // link_helper.ptx broken: the JIT compiles it inside cuLinkAddData; the link's error log comes first.
@@ -474,6 +494,7 @@ TEST_CASE("Lesson 06 prints the JIT's error log before it fails on a PTX file th
         REQUIRE(bytes);
         CHECK(std::stoi(*bytes) > 0);
         CHECK(contains(r.out, "'rett'"));
+        CHECK(contains(r.out, "check cuLink links the two PTX files: FAIL"));
         CHECK(contains(r.out, "Result = FAIL"));
     }
 }
@@ -523,6 +544,7 @@ TEST_CASE("Lesson 06 reports the module loading mode that CUDA_MODULE_LOADING as
         CHECK(r.exitCode == 0);
         CHECK(valueOf(r.out, "CUDA_MODULE_LOADING") == mode);
         CHECK(valueOf(r.out, "module loading mode") == mode);
+        CHECK(contains(r.out, "check module loading mode follows CUDA_MODULE_LOADING: ok"));
         // Eager loading puts every kernel on the GPU inside cuModuleLoad*.
         if (mode == "EAGER" && driver().driverVersion() >= 12040 && CUDA_VERSION >= 12040)
             CHECK(valueOf(r.out, "emptyKernel loaded before its first launch") == "yes");
@@ -746,7 +768,7 @@ TEST_CASE("cuLink resolves the extern device function that loading the calling P
 TEST_CASE("Lesson 06 shows the driver refusing a launch wider than the function allows and PTX from the future",
           "[gpu][lesson06][fault]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "load_and_launch");
+    const RunResult r = defaultRun(kLesson, "load_and_launch");
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     // An invalid launch configuration fails at cuLaunchKernel, reported through the check macro.
@@ -774,9 +796,28 @@ TEST_CASE("Lesson 06 shows the driver refusing a launch wider than the function 
     CHECK(contains(r.err, "CUDA driver call failed: cuLaunchKernel(boundedKernel, 1, 1, 1, boundedMaxThreads + 1"));
     CHECK(contains(r.err, "CUDA driver call failed: cuLaunchKernel(registerHungry, 1, 1, 1, hungryMaxThreads + 1"));
     // PTX declaring an ISA newer than the driver's JIT knows.
-    const RunResult& jit = defaultRun(kLesson, "jit_and_link");
+    const RunResult jit = defaultRun(kLesson, "jit_and_link");
     requireRan(jit);
     REQUIRE(jit.exitCode == 0);
     CHECK(valueOf(jit.out, "cuModuleLoadData(PTX .version 99.9)") == "CUDA_ERROR_UNSUPPORTED_PTX_VERSION");
     CHECK(contains(jit.err, "hint:  the PTX was made by a toolkit newer than this driver"));
+}
+
+TEST_CASE("Lesson 06's programs decide PASS through named checks, and every one held", "[gpu][lesson06]") {
+    requireGpu();
+    for (const auto& name : kPrograms) {
+        INFO(name);
+        const RunResult r = defaultRun(kLesson, name);
+        if (r.exitCode == 77) continue;
+        // launch_bench's plain run only times the first launches: its checks come with --bench
+        // or CUDA_MODULE_LOADING.
+        requireChecksHeld(r, name != "launch_bench");
+    }
+    const RunResult r = defaultRun(kLesson, "load_and_launch");
+    for (const char* check : {"gScale is one float", "gScale reads back the host write",
+                              "scaleByGlobal used the host-written gScale", "saxpy within tolerance",
+                              "too-wide launch of saxpy refused with the documented code"}) {
+        INFO(check);
+        CHECK(contains(r.out, std::string("check ") + check + ": ok"));
+    }
 }

@@ -12,17 +12,36 @@ const std::string kLesson = "07-runtime-interop";
 const std::string kContext = "current_context";
 const std::string kStream = "shared_stream";
 const std::string kReset = "device_reset";
+
+// The program's "check NAME: ok|FAIL" lines (course::Verdict), in order.
+std::vector<std::string> checkLines(const std::string& out) {
+    std::vector<std::string> found;
+    for (const auto& line : lines(out))
+        if (line.rfind("check ", 0) == 0) found.push_back(line);
+    return found;
+}
+
+// Every check a run printed held, and a PASS came with at least one check when `needsOne`.
+void requireChecksHeld(const RunResult& r, bool needsOne = true) {
+    const std::vector<std::string> checks = checkLines(r.out);
+    if (needsOne) CHECK_FALSE(checks.empty());
+    for (const std::string& line : checks) {
+        INFO(line);
+        CHECK(line.size() > 4);
+        CHECK(line.substr(line.size() - 4) == ": ok");
+    }
+}
 }  // namespace
 
 TEST_CASE("Lesson 07's runtime calls run in the context the driver made current", "[gpu][lesson07]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, kContext);
+    const RunResult r = defaultRun(kLesson, kContext);
     REQUIRE(r.exitCode == 0);
     REQUIRE(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "cudaGetDevice") == "0");
     CHECK(valueOf(r.out, "cudaMalloc memory belongs to") == "driver context");
     CHECK(valueOf(r.out, "current context after runtime calls") == "driver context (unchanged)");
-    const RunResult& s = defaultRun(kLesson, kStream);
+    const RunResult s = defaultRun(kLesson, kStream);
     REQUIRE(s.exitCode == 0);
     REQUIRE(contains(s.out, "Result = PASS"));
     CHECK(valueOf(s.out, "current context after cublasCreate") == "driver context (unchanged)");
@@ -30,7 +49,7 @@ TEST_CASE("Lesson 07's runtime calls run in the context the driver made current"
 
 TEST_CASE("Lesson 07's runtime uses the primary context on a thread with no current context", "[gpu][lesson07]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, kContext);
+    const RunResult r = defaultRun(kLesson, kContext);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "worker thread, current context at start") == "none");
     CHECK(valueOf(r.out, "worker thread, current context after cudaSetDevice + cudaFree(0)") ==
@@ -38,11 +57,14 @@ TEST_CASE("Lesson 07's runtime uses the primary context on a thread with no curr
     CHECK(valueOf(r.out, "worker thread, same as the main thread's driver context") == "no");
     CHECK(valueOf(r.out, "primary context active") == "yes");
     CHECK(valueOf(r.out, "main thread, current context") == "driver context (unchanged)");
+    // The worker reports its calls to main instead of exiting; main turns that into a check.
+    CHECK(contains(r.out, "check worker thread's calls succeed: ok"));
+    CHECK_FALSE(contains(r.out, "worker thread: "));
 }
 
 TEST_CASE("Lesson 07 moves memory both ways and shares one stream and its events", "[gpu][lesson07]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, kStream);
+    const RunResult r = defaultRun(kLesson, kStream);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "CUstream is cudaStream_t") == "yes (same type)");
     CHECK(valueOf(r.out, "CUevent is cudaEvent_t") == "yes (same type)");
@@ -54,7 +76,7 @@ TEST_CASE("Lesson 07 moves memory both ways and shares one stream and its events
     CHECK(valueOf(r.out, "kernel time (cuEventRecord, cudaEventElapsedTime)"));
     CHECK(valueOf(r.out, "cublasSaxpy on cuMemAlloc memory") == "4096 of 4096 correct");
     CHECK(valueOf(r.out, "current context after cuCtxDestroy") == "none");
-    const RunResult& c = defaultRun(kLesson, kContext);
+    const RunResult c = defaultRun(kLesson, kContext);
     REQUIRE(c.exitCode == 0);
     CHECK(valueOf(c.out, "cuMemcpyDtoH from cudaMalloc memory") == "4096 of 4096 correct");
     CHECK(valueOf(c.out, "current context after cuCtxDestroy") == "none");
@@ -63,7 +85,7 @@ TEST_CASE("Lesson 07 moves memory both ways and shares one stream and its events
 TEST_CASE("Lesson 07 shows cudaDeviceReset leaving a cuCtxCreate context, its memory and settings alone",
           "[gpu][lesson07]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, kReset);
+    const RunResult r = defaultRun(kLesson, kReset);
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "current context after the reset") == "driver context (unchanged)");
@@ -78,7 +100,7 @@ TEST_CASE("Lesson 07 shows cudaDeviceReset leaving a cuCtxCreate context, its me
 TEST_CASE("Lesson 07 shows cudaDeviceReset wiping state of a primary context the driver code retained",
           "[gpu][lesson07]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, kReset);
+    const RunResult r = defaultRun(kLesson, kReset);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "current context after cuDevicePrimaryCtxRetain") ==
           "none (retaining does not make it current)");
@@ -229,4 +251,17 @@ TEST_CASE("Lesson 07 rejects an unknown argument with a usage line and exit 2", 
         CHECK(r.exitCode == 2);
         CHECK(contains(r.err, "usage:"));
     }
+}
+
+TEST_CASE("Lesson 07's programs decide PASS through named checks, and every one held", "[gpu][lesson07]") {
+    requireGpu();
+    for (const std::string& program : {kContext, kStream, kReset}) {
+        INFO(program);
+        const RunResult r = defaultRun(kLesson, program);
+        REQUIRE(r.exitCode == 0);
+        requireChecksHeld(r);
+    }
+    const RunResult reset = defaultRun(kLesson, kReset);
+    CHECK(contains(reset.out, "check cudaDeviceReset loses the primary context's setting: ok"));
+    CHECK(contains(reset.out, "check created context keeps its printf FIFO setting: ok"));
 }

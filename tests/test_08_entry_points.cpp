@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "tests/harness.h"
 
@@ -13,6 +14,25 @@ using namespace harness;
 namespace {
 const std::string kLesson = "08-entry-points";
 const std::string kStandalone = "dlopen_driver";
+
+// The program's "check NAME: ok|FAIL" lines (course::Verdict), in order.
+std::vector<std::string> checkLines(const std::string& out) {
+    std::vector<std::string> found;
+    for (const auto& line : lines(out))
+        if (line.rfind("check ", 0) == 0) found.push_back(line);
+    return found;
+}
+
+// Every check a run printed held, and a PASS came with at least one check when `needsOne`.
+void requireChecksHeld(const RunResult& r, bool needsOne = true) {
+    const std::vector<std::string> checks = checkLines(r.out);
+    if (needsOne) CHECK_FALSE(checks.empty());
+    for (const std::string& line : checks) {
+        INFO(line);
+        CHECK(line.size() > 4);
+        CHECK(line.substr(line.size() - 4) == ": ok");
+    }
+}
 
 // "cuCtxCreate_v3" and the like: a lookup that gave a function (never an error
 // name, never a NULL pointer). Which exported name it matches is the driver's business.
@@ -23,7 +43,7 @@ bool gaveFunction(const std::optional<std::string>& value) {
 
 TEST_CASE("Lesson 08 resolves known symbols at every version up to the driver's", "[gpu][lesson08]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     REQUIRE(contains(r.out, "Result = PASS"));
     const int driverVersion = driver().driverVersion();
@@ -45,7 +65,7 @@ TEST_CASE("Lesson 08 resolves known symbols at every version up to the driver's"
 
 TEST_CASE("Lesson 08 tells an unknown symbol from one newer than the requested version", "[gpu][lesson08]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     const int askVersion = std::min(CUDA_VERSION, driver().driverVersion());
     CHECK(valueOf(r.out, "cuDoesNotExist @ " + std::to_string(askVersion)) ==
@@ -59,7 +79,7 @@ TEST_CASE("Lesson 08 tells an unknown symbol from one newer than the requested v
 
 TEST_CASE("Lesson 08 calls through resolved pointers and finds the per-thread variants", "[gpu][lesson08]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "round trip through resolved pointers") == "1024 of 1024 correct");
     CHECK(gaveFunction(valueOf(r.out, "cuMemcpyAsync, LEGACY_STREAM")));
@@ -73,7 +93,7 @@ TEST_CASE("Lesson 08 calls through resolved pointers and finds the per-thread va
 
 TEST_CASE("Lesson 08 calls a function newer than old toolkits only when the driver has it", "[gpu][lesson08]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson);
+    const RunResult r = defaultRun(kLesson);
     REQUIRE(r.exitCode == 0);
     const auto line = valueOf(r.out, "cuStreamGetDevice");
     REQUIRE(line);
@@ -234,4 +254,17 @@ TEST_CASE("Lesson 08 rejects an unknown argument with a usage line and exit 2", 
     const RunResult r = runAgainstStub(kLesson, {"--bogus"});
     CHECK(r.exitCode == 2);
     CHECK(contains(r.err, "usage:"));
+}
+
+TEST_CASE("Lesson 08 decides PASS through named checks, and every one held", "[gpu][lesson08]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson);
+    REQUIRE(r.exitCode == 0);
+    requireChecksHeld(r);
+    for (const char* check : {"cuCtxCreate gives a different function for each ABI",
+                              "unknown name gives no function and symbol not found",
+                              "cuMemcpyAsync has a per-thread variant", "round trip through resolved pointers exact"}) {
+        INFO(check);
+        CHECK(contains(r.out, std::string("check ") + check + ": ok"));
+    }
 }

@@ -15,6 +15,25 @@ namespace {
 const std::string kLesson = "10-egl-and-cudla";
 const std::string kNoEglSkip = "Result = SKIP (EGL headers were not found at build time: apt-get install libegl-dev)";
 
+// The program's "check NAME: ok|FAIL" lines (course::Verdict), in order.
+std::vector<std::string> checkLines(const std::string& out) {
+    std::vector<std::string> found;
+    for (const auto& line : lines(out))
+        if (line.rfind("check ", 0) == 0) found.push_back(line);
+    return found;
+}
+
+// Every check a run printed held, and a PASS came with at least one check when `needsOne`.
+void requireChecksHeld(const RunResult& r, bool needsOne = true) {
+    const std::vector<std::string> checks = checkLines(r.out);
+    if (needsOne) CHECK_FALSE(checks.empty());
+    for (const std::string& line : checks) {
+        INFO(line);
+        CHECK(line.size() > 4);
+        CHECK(line.substr(line.size() - 4) == ": ok");
+    }
+}
+
 // The line "section <name>: SKIP (<reason>)", or empty when the section did not skip.
 std::string skipLine(const std::string& out, const std::string& section) {
     const std::string prefix = "section " + section + ": SKIP (";
@@ -24,8 +43,8 @@ std::string skipLine(const std::string& out, const std::string& section) {
 }
 
 // egl_stream's plain run; SKIPs the test when the program could not run its streams here.
-const RunResult& streamRun() {
-    const RunResult& r = defaultRun(kLesson, "egl_stream");
+RunResult streamRun() {
+    const RunResult r = defaultRun(kLesson, "egl_stream");
     requireRan(r);
     return r;
 }
@@ -91,7 +110,7 @@ TEST_CASE("Built without EGL, lesson 10's EGL programs say so and exit 77 before
 
 TEST_CASE("Lesson 10 finds the EGL device that is the CUDA device, whatever else EGL lists", "[gpu][10]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "egl_stream");
+    const RunResult r = defaultRun(kLesson, "egl_stream");
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     // EGL lists every GPU of the machine whatever CUDA_VISIBLE_DEVICES says: the count is information.
@@ -108,7 +127,7 @@ TEST_CASE("Lesson 10 finds the EGL device that is the CUDA device, whatever else
 
 TEST_CASE("Lesson 10's EGLStream frames round-trip between the two threads with the right values", "[gpu][10]") {
     requireGpu();
-    const RunResult& r = streamRun();
+    const RunResult r = streamRun();
     CHECK(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "consumer thread saw frame 0, mismatched pixels") == "0");
@@ -123,7 +142,7 @@ TEST_CASE("Lesson 10's EGLStream frames round-trip between the two threads with 
 
 TEST_CASE("With EGL_SUPPORT_REUSE_NV left at EGL_TRUE the producer's last frame never comes back", "[gpu][10]") {
     requireGpu();
-    const RunResult& r = streamRun();
+    const RunResult r = streamRun();
     // App note, "CUDA as Producer": the stream keeps the last frame for re-acquisition. The
     // producer asks only after the consumer thread released it, so the timeout is the stream's doing.
     const auto stuck =
@@ -137,7 +156,7 @@ TEST_CASE("With EGL_SUPPORT_REUSE_NV left at EGL_TRUE the producer's last frame 
 
 TEST_CASE("An EGLStream in mailbox mode delivers the newest frame and in FIFO mode every frame", "[gpu][10]") {
     requireGpu();
-    const RunResult& r = streamRun();
+    const RunResult r = streamRun();
     CHECK(valueOf(r.out, "mailbox") == "presented frames 10 11, consumer saw 11");
     CHECK(valueOf(r.out, "mailbox: frames back at the producer") == "2 of 2");
     if (skipLine(r.out, "EGLStream fifo").empty()) {
@@ -150,7 +169,7 @@ TEST_CASE("An EGLStream in mailbox mode delivers the newest frame and in FIFO mo
 
 TEST_CASE("Without a wait the consumer reads the old frame; after the GPU-side wait the new one", "[gpu][10]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "egl_sync");
+    const RunResult r = defaultRun(kLesson, "egl_sync");
     requireRan(r);
     CHECK(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
@@ -167,13 +186,13 @@ TEST_CASE("Without a wait the consumer reads the old frame; after the GPU-side w
 TEST_CASE("Lesson 10 reports the Tegra-only parts as SKIP with a reason on a discrete GPU", "[gpu][10]") {
     requireGpu();
     if (integratedGpu()) SKIP("this is an integrated GPU: the Tegra-only parts may run here");
-    const RunResult& sync = defaultRun(kLesson, "egl_sync");
+    const RunResult sync = defaultRun(kLesson, "egl_sync");
     requireRan(sync);
     // EGLImage needs a GL or NvBufSurface source; EGLSync-to-CUDA is Tegra-only.
     CHECK(contains(skipLine(sync.out, "EGLImage"), "OpenGL (ES) texture"));
     CHECK_FALSE(skipLine(sync.out, "CUDA event from an EGLSync").empty());
     CHECK(valueOf(sync.out, "consumer waits on") == "the producer's CUDA event (no EGL on this path)");
-    const RunResult& dla = defaultRun(kLesson, "cudla_hybrid");
+    const RunResult dla = defaultRun(kLesson, "cudla_hybrid");
     CHECK(dla.exitCode == 77);
     CHECK(valueOf(dla.out, "integrated") == "0");
 #if __has_include(<cudla.h>)
@@ -189,7 +208,7 @@ TEST_CASE("The CUDA-EGL entry points the lesson reports match what cuGetProcAddr
         {"egl_stream", {"cuEGLStreamConsumerConnect", "cuEGLStreamProducerConnect", "cuEGLStreamProducerReturnFrame"}},
         {"egl_sync", {"cuGraphicsEGLRegisterImage", "cuEventCreateFromEGLSync"}}};
     for (const auto& [program, symbols] : programs) {
-        const RunResult& r = defaultRun(kLesson, program);
+        const RunResult r = defaultRun(kLesson, program);
         requireRan(r);
         for (const char* symbol : symbols) {
             INFO(program << ": " << symbol);
@@ -201,4 +220,20 @@ TEST_CASE("The CUDA-EGL entry points the lesson reports match what cuGetProcAddr
         // EGLSync-to-CUDA interop exists only in Tegra drivers (app note, EGLSync section).
         CHECK(driver().get<void*>("cuEventCreateFromEGLSync") == nullptr);
     }
+}
+
+TEST_CASE("Lesson 10's programs decide PASS through named checks, and every one held", "[gpu][10]") {
+    requireGpu();
+    for (const std::string program : {"egl_stream", "egl_sync", "cudla_hybrid"}) {
+        INFO(program);
+        const RunResult r = defaultRun(kLesson, program);
+        if (r.exitCode == 77) continue;
+        // cudla_hybrid without --loadable runs no task: nothing to check.
+        requireChecksHeld(r, program != "cudla_hybrid");
+    }
+    const RunResult r = streamRun();
+    // The worker threads report their calls to main, which turns them into one check per step.
+    CHECK(contains(r.out, "check worker threads' driver calls succeed: ok"));
+    CHECK_FALSE(contains(r.out, " thread: cu"));
+    CHECK(contains(r.out, "check the stream keeps the last frame while reuse is on: ok"));
 }
