@@ -26,8 +26,9 @@ CUmemAccessDesc accessFor(CUdevice device, CUmemAccess_flags flags) {
 
 GrowableBuffer reserveGrowable(size_t reservedBytes) {
     GrowableBuffer buffer;
-    // Alignment 0: the granularity. Address hint 0: anywhere. Only page-table space is
-    // set aside; cuMemGetInfo does not move.
+    // Alignment 0: the default alignment (cuda.h: "a power of two or zero for default
+    // alignment"). Address hint 0: the driver chooses. No memory is mapped yet; step 3 of
+    // the lesson shows cuMemGetInfo not moving.
     CHECK_DRIVER(cuMemAddressReserve(&buffer.base, reservedBytes, 0, 0, 0));
     buffer.reserved = reservedBytes;
     return buffer;

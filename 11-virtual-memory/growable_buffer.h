@@ -20,11 +20,11 @@ struct GrowableBuffer {
     std::vector<size_t> chunkBytes;                    // their sizes
 };
 
-// Reserves `reservedBytes` of addresses (a multiple of the granularity); maps nothing yet.
+// Reserves `reservedBytes` of addresses (a multiple of the minimum granularity); maps nothing yet.
 GrowableBuffer reserveGrowable(size_t reservedBytes);
 
 // Maps a new chunk of (newSize - size) bytes at base + size and opens it to `device`.
-// newSize must be a multiple of the granularity and fit in the reservation.
+// newSize must be a multiple of the minimum granularity and fit in the reservation.
 void growTo(GrowableBuffer& buffer, size_t newSize, CUdevice device);
 
 // Unmaps and releases every chunk, newest first, then frees the addresses.

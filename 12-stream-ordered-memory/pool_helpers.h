@@ -1,13 +1,15 @@
-// pool_helpers.h — lesson 12's small helpers: a pool's counters and policies, the
-// cross-stream reuse experiment of step 6, and the timing loop of step 7.
+// pool_helpers.h — lesson 12's small helpers: a pool's counters and policies, one round of
+// cross_stream_reuse's experiment (its steps 3 and 4), and pool_basics' timing loop (its step 6).
 #pragma once
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <thread>
+#include <vector>
 
 #include "../common/check_driver.h"
 
@@ -137,37 +139,62 @@ double microsecondsPerPair(int iterations, Pair pair) {
     return elapsed.count() / iterations;
 }
 
+// The median (the mean of the middle two for an even count) of the samples.
+inline double medianOf(std::vector<double> samples) {
+    std::sort(samples.begin(), samples.end());
+    const size_t n = samples.size();
+    return n % 2 == 1 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2.0;
+}
+
+inline void printBenchLine(const char* way, const std::vector<double>& rounds) {
+    std::printf("bench: %s, median = %.2f us\n", way, medianOf(rounds));
+    std::printf("bench: %s, min = %.2f us\n", way, *std::min_element(rounds.begin(), rounds.end()));
+}
+
 // Step 6 of pool_basics (--bench): the cost of an allocate + free pair followed by a stream
-// synchronize, as a loop that allocates a scratch buffer per iteration pays it.
-// cuMemFree waits for the device anyway; cuMemFreeAsync does not, but the synchronize
-// is where a pool with threshold 0 gives its block back to the OS, to map it again at
-// the next allocation. With threshold max it keeps the block and the pair stays cheap.
-// The default pool is the process's: its threshold is restored to 0 afterwards.
-inline void benchmarkPairs(CUmemoryPool defaultPool, CUstream stream) {
-    constexpr int kPairs = 10000;
+// synchronize, as a loop that allocates a scratch buffer per iteration pays it. cuMemFree of
+// cuMemAlloc memory "may perform implicit synchronization" (cuda.h); cuMemFreeAsync queues the
+// free, but with threshold 0 a pool that keeps the freed block holds more than its threshold, and
+// the synchronize is where it tries to give the block back to the OS, to map one again at the
+// next allocation. With threshold max it never holds more than the threshold: no reason to.
+// The pool is the bench's own, destroyed at the end: the process's default pool, which other
+// libraries share, keeps its threshold. Five rounds, the three ways in turn within each round
+// (a slow moment of the machine then hits all three); per way the median and the minimum.
+inline void benchmarkPairs(CUdevice device, CUstream stream) {
+    constexpr int kRounds = 5;
+    constexpr int kPairs = 2000;
     constexpr size_t kPairBytes = size_t{1} << 20;
+    CUmemoryPool pool = createDevicePool(device);
     CUdeviceptr pointer = 0;
-    const double plain = microsecondsPerPair(kPairs, [&] {
+    auto plainPair = [&] {
         CHECK_DRIVER(cuMemAlloc(&pointer, kPairBytes));
         CHECK_DRIVER(cuMemFree(pointer));
         CHECK_DRIVER(cuStreamSynchronize(stream));
-    });
-    auto asyncPair = [&] {
-        CHECK_DRIVER(cuMemAllocAsync(&pointer, kPairBytes, stream));
+    };
+    auto poolPair = [&] {
+        CHECK_DRIVER(cuMemAllocFromPoolAsync(&pointer, kPairBytes, pool, stream));
         CHECK_DRIVER(cuMemFreeAsync(pointer, stream));
         CHECK_DRIVER(cuStreamSynchronize(stream));
     };
-    setReleaseThreshold(defaultPool, 0);
-    const double threshold0 = microsecondsPerPair(kPairs, asyncPair);
-    setReleaseThreshold(defaultPool, UINT64_MAX);
-    const double thresholdMax = microsecondsPerPair(kPairs, asyncPair);
-    setReleaseThreshold(defaultPool, 0);
-    CHECK_DRIVER(cuMemPoolTrimTo(defaultPool, 0));
-    std::printf("pairs per measurement: %d of %zu bytes, each followed by cuStreamSynchronize\n", kPairs, kPairBytes);
-    std::printf("bench: cuMemAlloc + cuMemFree pair = %.2f us\n", plain);
-    std::printf("bench: cuMemAllocAsync + cuMemFreeAsync pair, threshold 0 = %.2f us\n", threshold0);
-    std::printf("bench: cuMemAllocAsync + cuMemFreeAsync pair, threshold max = %.2f us\n", thresholdMax);
-    std::printf("bench: cuMemAlloc pair / async pair with threshold max = %.1f x\n", plain / thresholdMax);
+    std::vector<double> plain, threshold0, thresholdMax;
+    for (int round = 0; round < kRounds; ++round) {
+        plain.push_back(microsecondsPerPair(kPairs, plainPair));
+        setReleaseThreshold(pool, 0);
+        threshold0.push_back(microsecondsPerPair(kPairs, poolPair));
+        setReleaseThreshold(pool, UINT64_MAX);
+        thresholdMax.push_back(microsecondsPerPair(kPairs, poolPair));
+        CHECK_DRIVER(cuMemPoolTrimTo(pool, 0));
+    }
+    CHECK_DRIVER(cuMemPoolDestroy(pool));
+    std::printf(
+        "method: %d rounds of %d pairs of %zu bytes per way, each pair followed by cuStreamSynchronize; "
+        "mean per pair in each round, then the median and the minimum of the rounds\n",
+        kRounds, kPairs, kPairBytes);
+    printBenchLine("cuMemAlloc + cuMemFree pair", plain);
+    printBenchLine("cuMemAllocFromPoolAsync + cuMemFreeAsync pair, threshold 0", threshold0);
+    printBenchLine("cuMemAllocFromPoolAsync + cuMemFreeAsync pair, threshold max", thresholdMax);
+    std::printf("bench: cuMemAlloc pair / pool pair with threshold max, ratio of the medians = %.1f x\n",
+                medianOf(plain) / medianOf(thresholdMax));
 }
 
 }  // namespace lesson12
