@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
     course::Arguments args;
     if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
     const int ordinal = args.deviceOrdinal();
+    course::Verdict verdict;
 
     course::printStep(1, "initialise, check cooperative launch support");
     CHECK_DRIVER(cuInit(0));
@@ -103,12 +104,15 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < n; ++i)
         if (values[i] == static_cast<int>(3 * ((i + kThreads) % n) + 1)) ++correct;
     std::printf("values read from the next block after grid.sync(): %zu of %zu correct\n", correct, n);
+    verdict.check("after grid sync every thread read what the next block wrote", correct == n);
 
     // Step 5: one block more cannot be resident at once, and a cooperative launch is
     // refused rather than started (it would hang at the barrier).
     course::printStep(5, "one block more: the driver refuses the cooperative launch");
     const CUresult tooLarge = REPORT_DRIVER(launchCooperative(kernel, maxBlocks + 1, data, out, stream));
     std::printf("cooperative launch of %u blocks: %s\n", maxBlocks + 1, course::driverErrorName(tooLarge));
+    verdict.check("a cooperative grid one block too large refused as too large",
+                  tooLarge == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
     CHECK_DRIVER(cuStreamSynchronize(stream));
 
     course::printStep(6, "release everything, newest first");
@@ -119,9 +123,6 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
     std::printf("released: buffers, stream, module, primary context\n");
 
-    course::printStep(7, "check");
-    const bool pass = correct == n && tooLarge == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 #endif
 }

@@ -1,10 +1,13 @@
 // launch_helpers.h — lesson 16's small helpers: the header-version skip, the compute
-// capability, a launch configuration without attributes, and a copy back from the GPU.
+// capability, a launch configuration without attributes, a copy back from the GPU, and
+// whether a tool that runs one kernel at a time is attached.
 #pragma once
 
 #include <cuda.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "../common/check_driver.h"
@@ -49,6 +52,22 @@ inline std::vector<int> copyBack(CUdeviceptr buffer, size_t count, CUstream stre
     CHECK_DRIVER(cuMemcpyDtoHAsync(host.data(), buffer, count * sizeof(int), stream));
     CHECK_DRIVER(cuStreamSynchronize(stream));
     return host;
+}
+
+// The tool, if one is attached that runs kernels one at a time (compute-sanitizer, Nsight
+// Compute): under it kernels cannot overlap, so a check that they do says nothing. `make
+// sanitize` sets COURSE_UNDER_SANITIZER; a tool started by hand names its injection library in
+// CUDA_INJECTION64_PATH. Nsight Systems (libToolsInjection64.so) does not serialize kernels by
+// default and is not counted.
+inline const char* serializingTool() {
+    if (std::getenv("COURSE_UNDER_SANITIZER") != nullptr) return "compute-sanitizer (make sanitize)";
+    const char* injection = std::getenv("CUDA_INJECTION64_PATH");
+    if (injection == nullptr) return nullptr;
+    const std::string path = injection;
+    if (path.find("sanitizer") != std::string::npos) return "compute-sanitizer";
+    if (path.find("nsight-compute") != std::string::npos || path.find("libcuda-injection") != std::string::npos)
+        return "Nsight Compute";
+    return nullptr;
 }
 
 #if CUDA_VERSION >= 12000

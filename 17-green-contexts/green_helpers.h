@@ -1,10 +1,12 @@
 // green_helpers.h — lesson 17's small helpers: may this build and this driver use green
-// contexts, the documented partition rule, one SM split, and a stream on a green context.
+// contexts, the documented partition rule, one SM split, a stream on a green context, and
+// whether a tool that runs one kernel at a time is attached.
 #pragma once
 
 #include <cuda.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,22 @@ inline bool greenContextsAvailable(int driverVersion) {
     std::printf("section green contexts: SKIP (%s)\n", reason.c_str());
     std::printf("Result = SKIP (%s)\n", reason.c_str());
     return false;
+}
+
+// The tool, if one is attached that runs kernels one at a time (compute-sanitizer, Nsight
+// Compute): under it nothing overlaps, so (c) equals (b) and a timing check says nothing.
+// `make sanitize` sets COURSE_UNDER_SANITIZER; a tool started by hand names its injection
+// library in CUDA_INJECTION64_PATH. Nsight Systems (libToolsInjection64.so) does not serialize
+// kernels by default: under it the timing checks run.
+inline const char* serializingTool() {
+    if (std::getenv("COURSE_UNDER_SANITIZER") != nullptr) return "compute-sanitizer (make sanitize)";
+    const char* injection = std::getenv("CUDA_INJECTION64_PATH");
+    if (injection == nullptr) return nullptr;
+    const std::string path = injection;
+    if (path.find("sanitizer") != std::string::npos) return "compute-sanitizer";
+    if (path.find("nsight-compute") != std::string::npos || path.find("libcuda-injection") != std::string::npos)
+        return "Nsight Compute";
+    return nullptr;
 }
 
 #if CUDA_VERSION >= 12040

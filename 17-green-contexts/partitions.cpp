@@ -1,11 +1,14 @@
 // Lesson 17, program 1 — how the driver cuts a GPU's SMs into green contexts.
 //
-// A green context is a context that owns a subset of the device's SMs: its kernels run on
-// those SMs only. The driver does not cut at any size: partitions come in whole groups of
-// SMs that the hardware schedules together. This program asks for the device's SMs, splits
-// them with several requested sizes and prints what the driver granted next to the rule
-// the documentation gives, then makes two green contexts from one split and shows, from
-// the %smid register, that each one's kernels stay on their own SMs.
+// A green context is a context provisioned with a subset of the device's SMs: its kernels
+// run on those SMs (cuda.h names exceptions: under MPS, and on 9.x once a module with
+// dynamic parallelism is loaded, a workload may use more SMs, never fewer). The driver does
+// not cut at any size: partitions come in whole groups of SMs that the hardware schedules
+// together. This program asks for the device's SMs, splits them with several requested sizes
+// and prints what the driver granted next to the rule the documentation gives, then makes
+// two green contexts from one split and shows, from the %smid register, that each one's
+// kernels stayed on as many SMs as it was given, that the two shared none, and that a kernel
+// of the primary context still used the SMs of green context A.
 //
 //   partitions               the steps, with their checks
 //   partitions --device N    another GPU
@@ -47,6 +50,7 @@ int main(int argc, char** argv) {
     course::Arguments args;
     if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
     const int ordinal = args.deviceOrdinal();
+    course::Verdict verdict;
 
     // Step 1: green contexts need CUDA 12.4 on both sides: the headers (the types and calls
     // below) and the driver (which implements them).
@@ -76,6 +80,7 @@ int main(int argc, char** argv) {
     CUdevResource all{};
     CHECK_DRIVER(cuDeviceGetDevResource(device, &all, CU_DEV_RESOURCE_TYPE_SM));
     std::printf("SM resource of the device: %u SMs\n", all.sm.smCount);
+    verdict.check("the SM resource matches the SM count", all.sm.smCount == static_cast<unsigned int>(smCount));
     const lesson17::SmRule rule = lesson17::printPartitionRule(all, major, minor);
 
     // Step 3: split the whole device with several requested sizes. The driver rounds each
@@ -97,14 +102,15 @@ int main(int argc, char** argv) {
         sizesFollowRule = sizesFollowRule && ok;
     }
     std::printf("smallest partition granted (minCount 1): %u SMs\n", smallest);
+    verdict.check("every split follows the rule and adds up", sizesFollowRule);
 #if CUDA_VERSION >= 13000
+    // cuda.h: the flag will "lower the minimum SM count and alignment".
     const lesson17::Split loose = lesson17::splitSms(all, 1, CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING);
+    const unsigned int looseSize = loose.groups.empty() ? 0 : loose.groups.front().sm.smCount;
     std::printf("split, minCount 1, IGNORE_SM_COSCHEDULING: %zu groups of %u SMs, remainder %u SMs\n",
-                loose.groups.size(), loose.groups.empty() ? 0 : loose.groups.front().sm.smCount,
-                loose.remainder.sm.smCount);
+                loose.groups.size(), looseSize, loose.remainder.sm.smCount);
+    verdict.check("ignoring co-scheduling grants smaller groups", looseSize > 0 && looseSize < smallest);
 #endif
-    std::printf("every group >= request and minimum, a multiple of the alignment, sizes add up: %s\n",
-                sizesFollowRule ? "yes" : "no");
 
     // Step 4: one split into one group of at least 12 SMs and the rest; each becomes a
     // descriptor and a green context. The primary context is retained first: every green
@@ -133,6 +139,9 @@ int main(int argc, char** argv) {
     CUdevResource ofContextA{};
     CHECK_DRIVER(cuCtxGetDevResource(contextA, &ofContextA, CU_DEV_RESOURCE_TYPE_SM));
     std::printf("A as a CUcontext (cuCtxFromGreenCtx, cuCtxGetDevResource): %u SMs\n", ofContextA.sm.smCount);
+    verdict.check("green context A got at least the SMs requested", smsA >= kRequest);
+    verdict.check("green contexts A and B together hold every SM", smsA + smsB == all.sm.smCount);
+    verdict.check("A as a CUcontext has A's SMs", ofContextA.sm.smCount == smsA);
 
     // Step 5: a stream on each green context and one in the primary context, one library
     // for all three (cuLibrary is context-independent), and a kernel with four blocks per
@@ -145,6 +154,7 @@ int main(int argc, char** argv) {
     CUgreenCtx ownerOfA = nullptr;
     CHECK_DRIVER(cuStreamGetGreenCtx(streamA, &ownerOfA));
     std::printf("stream A belongs to green context A (cuStreamGetGreenCtx): %s\n", ownerOfA == greenA ? "yes" : "no");
+    verdict.check("stream A belongs to green context A", ownerOfA == greenA);
     CUlibrary library = nullptr;
     CHECK_DRIVER(cuLibraryLoadFromFile(&library, course::kernelPath("green_kernels.fatbin").c_str(), nullptr, nullptr,
                                        0, nullptr, nullptr, 0));
@@ -158,13 +168,24 @@ int main(int argc, char** argv) {
     const std::set<unsigned int> usedPrimary = smsUsed(spin, streamPrimary, smOfBlock, blocks);
     std::vector<unsigned int> shared;
     std::set_intersection(usedA.begin(), usedA.end(), usedB.begin(), usedB.end(), std::back_inserter(shared));
+    std::vector<unsigned int> primaryOnA;
+    std::set_intersection(usedPrimary.begin(), usedPrimary.end(), usedA.begin(), usedA.end(),
+                          std::back_inserter(primaryOnA));
     std::printf("kernel of %u blocks on green context A ran on: %zu SMs (granted %u)\n", blocks, usedA.size(), smsA);
     std::printf("kernel of %u blocks on green context B ran on: %zu SMs (granted %u)\n", blocks, usedB.size(), smsB);
     std::printf("kernel of %u blocks in the primary context ran on: %zu SMs\n", blocks, usedPrimary.size());
     std::printf("SMs used by both A and B: %zu\n", shared.size());
+    std::printf("SMs of A that the primary context's kernel used: %zu\n", primaryOnA.size());
+    verdict.check("A's kernel ran on no more SMs than A was granted", usedA.size() <= smsA);
+    verdict.check("B's kernel ran on no more SMs than B was granted", usedB.size() <= smsB);
+    verdict.check("A's and B's kernels shared no SM", shared.empty());
+    // A green context keeps its SMs from other green contexts, not from ordinary contexts.
+    verdict.check("the primary context's kernel also ran on A's SMs", !primaryOnA.empty());
 
     // Step 6: reverse order. cuGreenCtxDestroy does not destroy the green context's
-    // streams, so they go first; descriptors have no destroy call.
+    // streams, and after it every call on them, cuStreamDestroy included, returns
+    // CUDA_ERROR_CONTEXT_IS_DESTROYED: they go first, or they leak. Descriptors have no
+    // destroy call.
     course::printStep(6, "release everything, newest first");
     CHECK_DRIVER(cuMemFree(smOfBlock));
     CHECK_DRIVER(cuLibraryUnload(library));
@@ -176,16 +197,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
     std::printf("green contexts and primary context: released\n");
 
-    course::printStep(7, "check");
-    const bool resourceMatches = all.sm.smCount == static_cast<unsigned int>(smCount);
-    const bool grantedMatches = smsA >= kRequest && smsA + smsB == all.sm.smCount && ofContextA.sm.smCount == smsA;
-    const bool confined = usedA.size() <= smsA && usedB.size() <= smsB && shared.empty() && ownerOfA == greenA;
-    std::printf("SM resource matches the SM count: %s\n", resourceMatches ? "yes" : "no");
-    std::printf("granted sizes follow the rule and add up: %s\n", sizesFollowRule && grantedMatches ? "yes" : "no");
-    std::printf("each green context's kernel stayed on its own SMs: %s\n", confined ? "yes" : "no");
-    const bool pass = resourceMatches && sizesFollowRule && grantedMatches && confined;
-    std::printf("Result = %s\n", pass ? "PASS" : "FAIL");
-    return pass ? EXIT_SUCCESS : EXIT_FAILURE;
+    return verdict.finish();
 #else
     return course::kExitNotApplicable;
 #endif

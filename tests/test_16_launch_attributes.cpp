@@ -11,7 +11,6 @@ using namespace harness;
 namespace {
 
 const std::string kLesson = "16-launch-attributes";
-// Named, so that defaultRun (which returns a reference) gets no temporary arguments.
 const std::string kClusters = "clusters";
 const std::string kCooperative = "cooperative";
 const std::string kDependentLaunch = "dependent-launch";
@@ -28,6 +27,11 @@ double benchValue(const std::string& out, const std::string& metric, bool& found
         }
     found = false;
     return 0.0;
+}
+
+// Whether the program printed "check NAME: ok" (its own verdict on NAME).
+bool checkOk(const std::string& out, const std::string& name) {
+    return valueOf(out, "check " + name) == "ok";
 }
 
 // The integer value of a labelled line, or -1 when it is missing.
@@ -73,11 +77,13 @@ TEST_CASE("Every lesson 16 program fails fast at cuInit against the stub driver,
 TEST_CASE("Lesson 16 clusters: every block reads its neighbour's shared memory in clusters of 2, 4 and 8",
           "[gpu][16][lesson16]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, kClusters);
+    const RunResult r = defaultRun(kLesson, kClusters);
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "cluster launch supported") == "yes");
+    CHECK(checkOk(r.out, "the device supports cluster launch"));
+    CHECK(checkOk(r.out, "every block read its neighbour's shared memory in portable clusters"));
     for (const char* size : {"2", "4", "8"}) {
         INFO("cluster size " << size);
         CHECK(valueOf(r.out, std::string("clusters of ") + size) ==
@@ -88,7 +94,7 @@ TEST_CASE("Lesson 16 clusters: every block reads its neighbour's shared memory i
 TEST_CASE("Lesson 16 clusters: cuOccupancyMaxActiveClusters answers for sizes 1 to 8 and, once opted in, 16",
           "[gpu][16][lesson16]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, kClusters);
+    const RunResult r = defaultRun(kLesson, kClusters);
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     long long previous = -1;
@@ -107,7 +113,7 @@ TEST_CASE(
     "the grid",
     "[gpu][16][lesson16]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, kClusters);
+    const RunResult r = defaultRun(kLesson, kClusters);
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     const auto tooLarge = valueOf(r.out, "clusters of 16 without opting in");
@@ -117,14 +123,16 @@ TEST_CASE(
     CHECK(*tooLarge == "CUDA_ERROR_INVALID_CLUSTER_SIZE");
     CHECK(*notDividing == "CUDA_ERROR_INVALID_CLUSTER_SIZE");
     CHECK(contains(r.err, "CUDA driver call failed: cuLaunchKernelEx(&config16, kernel, params, nullptr)"));
-    CHECK(valueOf(r.out, "unsupported cluster shapes refused, not ignored") == "yes");
+    CHECK(checkOk(r.out, "a cluster above the portable size refused without opting in"));
+    CHECK(checkOk(r.out, "a cluster size not dividing the grid refused"));
     CHECK(valueOf(r.out, "clusters of 16") == "8192 of 8192 values came from the neighbour block's shared memory");
+    CHECK(checkOk(r.out, "every block read its neighbour's shared memory in a non-portable cluster"));
 }
 
 TEST_CASE("Lesson 16 cooperative: the largest grid syncs, one block more is COOPERATIVE_LAUNCH_TOO_LARGE",
           "[gpu][16][lesson16]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, kCooperative);
+    const RunResult r = defaultRun(kLesson, kCooperative);
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
@@ -140,15 +148,20 @@ TEST_CASE("Lesson 16 cooperative: the largest grid syncs, one block more is COOP
     CHECK(valueOf(r.out, "cooperative launch of " + std::to_string(largest + 1) + " blocks") ==
           "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE");
     CHECK(contains(r.err, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE"));  // REPORT_DRIVER named the refused launch
+    CHECK(checkOk(r.out, "after grid sync every thread read what the next block wrote"));
+    CHECK(checkOk(r.out, "a cooperative grid one block too large refused as too large"));
 }
 
-TEST_CASE("Lesson 16 dependent-launch: the consumer sees all of the producer's data with and without PDL",
-          "[gpu][16][lesson16]") {
+TEST_CASE(
+    "Lesson 16 dependent-launch: the consumer sees all of the producer's data both ways, and starts before the "
+    "producer ends only with PDL",
+    "[gpu][16][lesson16]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, kDependentLaunch);
+    const RunResult r = defaultRun(kLesson, kDependentLaunch);
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
+    CHECK(numberOf(r.out, "smallest step of %globaltimer seen") > 0);
     const auto perKernel = valueOf(r.out, "each kernel");
     REQUIRE(perKernel);
     const long long blocks = std::strtoll(perKernel->c_str(), nullptr, 10);
@@ -156,41 +169,51 @@ TEST_CASE("Lesson 16 dependent-launch: the consumer sees all of the producer's d
     const std::string n = std::to_string(blocks * 256);
     for (const char* way : {"without PDL", "with PDL"}) {
         INFO(way);
-        CHECK(valueOf(r.out, std::string(way) + ": consumer saw the producer's data") == n + " of " + n);
-        CHECK(valueOf(r.out, std::string(way) + ": consumer read only after the producer ended") == "yes");
+        CHECK(valueOf(r.out, std::string(way) + ": consumer saw the producer's data, worst of 11 pairs") ==
+              n + " of " + n);
+        CHECK(checkOk(r.out, std::string(way) + " the consumer saw all of the producer's data"));
+        CHECK(checkOk(r.out, std::string(way) + " the consumer read only after the producer ended"));
     }
+    CHECK(checkOk(r.out, "without PDL the consumer started after the producer ended"));
+    // The overlap is checked unless a tool that serializes kernels is attached (the program says so).
+    if (!contains(r.out, "section PDL overlap: SKIP"))
+        CHECK(checkOk(r.out, "with PDL the consumer started before the producer ended"));
     CHECK(valueOf(r.out, "timings") == "run with --bench");
     CHECK_FALSE(contains(r.out, "bench:"));
 }
 
-TEST_CASE("Lesson 16 dependent-launch --bench measures the gap both ways, and the reads never precede the producer",
-          "[gpu][16][lesson16]") {
+TEST_CASE(
+    "Lesson 16 dependent-launch --bench: over 101 pairs the consumer starts before the producer ends only with PDL",
+    "[gpu][16][lesson16]") {
     requireGpu();
     RunOptions options;
     options.args = {"--bench"};
     const RunResult r = runLesson(kLesson, options, "dependent-launch");
     requireRan(r);
     REQUIRE(r.exitCode == 0);
+    bool found = false;
+    // The direction the README states: a negative start gap (an overlap) with PDL only.
+    CHECK(benchValue(r.out, "consumer start - producer end, without PDL", found) >= 0.0);
+    CHECK(found);
+    CHECK(benchValue(r.out, "consumer start - producer end, with PDL", found) < 0.0);
+    CHECK(found);
     for (const char* way : {"without PDL", "with PDL"}) {
         INFO(way);
-        bool found = false;
-        benchValue(r.out, std::string("consumer start - producer end, ") + way, found);
-        CHECK(found);  // may be negative with PDL: the consumer started before the producer ended
-        const double dataGap = benchValue(r.out, std::string("consumer past the sync - producer end, ") + way, found);
+        benchValue(r.out, std::string("consumer past the sync - producer end, ") + way, found);
         CHECK(found);
-        CHECK(dataGap >= 0.0);
         CHECK(benchValue(r.out, std::string("producer + consumer, ") + way, found) > 0.0);
         CHECK(found);
     }
-    bool found = false;
     benchValue(r.out, "time saved per pair by PDL", found);
-    CHECK(found);
+    CHECK(found);  // printed, not judged: a difference of ~2 us in 26 us has no stated margin
 }
 
-TEST_CASE("Lesson 16 hints: priority, memory sync domain and access window are accepted and change no result",
-          "[gpu][16][lesson16]") {
+TEST_CASE(
+    "Lesson 16 hints: priority and access window are accepted hints, the remote memory sync domain is accepted, and "
+    "every result is right",
+    "[gpu][16][lesson16]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, kHints);
+    const RunResult r = defaultRun(kLesson, kHints);
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
@@ -198,7 +221,11 @@ TEST_CASE("Lesson 16 hints: priority, memory sync domain and access window are a
         INFO(label);
         CHECK(valueOf(r.out, label) == "CUDA_SUCCESS, result correct");
     }
-    CHECK(valueOf(r.out, "hints accepted") == "yes");
+    CHECK(checkOk(r.out, "a priority hint accepted"));
+    CHECK(checkOk(r.out, "an access policy window within the maximum accepted"));
+    CHECK(checkOk(r.out, "the remote memory sync domain accepted"));
+    CHECK(checkOk(r.out, "every accepted launch wrote the right result"));
+    CHECK(contains(r.out, "persisting L2 lines reset (cuCtxResetPersistingL2Cache)"));
     CHECK(numberOf(r.out, "max access policy window") > 0);
     CHECK(numberOf(r.out, "memory synchronization domains") > 0);
 }
@@ -206,14 +233,14 @@ TEST_CASE("Lesson 16 hints: priority, memory sync domain and access window are a
 TEST_CASE("Lesson 16 hints: a priority beyond the range is accepted, an access window above the maximum is refused",
           "[gpu][16][lesson16]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, kHints);
+    const RunResult r = defaultRun(kLesson, kHints);
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "PRIORITY beyond the greatest") == "CUDA_SUCCESS, result correct");
     const auto refused = valueOf(r.out, "ACCESS_POLICY_WINDOW above the max");
     REQUIRE(refused);
     CHECK(*refused == "CUDA_ERROR_INVALID_VALUE, not launched");
-    CHECK(valueOf(r.out, "window above the max refused") == "yes");
+    CHECK(checkOk(r.out, "an access policy window above the maximum refused"));
 }
 
 // ---------------------------------------------------------------------------

@@ -21,6 +21,11 @@ unsigned long leadingNumber(const std::optional<std::string>& value) {
     return std::stoul(*value);
 }
 
+// Whether the program printed "check NAME: ok" (its own verdict on NAME).
+bool checkOk(const std::string& out, const std::string& name) {
+    return valueOf(out, "check " + name) == "ok";
+}
+
 // Skips (with the reason) where the driver has no green contexts.
 void requireGreenContexts() {
     if (driver().driverVersion() < 12040) SKIP("green contexts need a CUDA 12.4 driver");
@@ -52,7 +57,7 @@ TEST_CASE("Lesson 17 rejects unknown or incomplete arguments with a usage line a
 TEST_CASE("Lesson 17 partitions passes and every granted size follows the driver's alignment rule",
           "[gpu][17][lesson17]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "partitions");
+    const RunResult r = defaultRun(kLesson, "partitions");
     attachToReport(r);
     requireRan(r);
     CHECK(r.exitCode == 0);
@@ -94,14 +99,16 @@ TEST_CASE("Lesson 17 partitions passes and every granted size follows the driver
         ++splits;
     }
     CHECK(splits == 5);
-    CHECK(valueOf(r.out, "every group >= request and minimum, a multiple of the alignment, sizes add up") == "yes");
-    CHECK(valueOf(r.out, "granted sizes follow the rule and add up") == "yes");
+    CHECK(checkOk(r.out, "the SM resource matches the SM count"));
+    CHECK(checkOk(r.out, "every split follows the rule and adds up"));
+    if (contains(r.out, "IGNORE_SM_COSCHEDULING"))
+        CHECK(checkOk(r.out, "ignoring co-scheduling grants smaller groups"));
 }
 
 TEST_CASE("Lesson 17 partitions' green contexts get what the split granted and keep their kernels on their SMs",
           "[gpu][17][lesson17]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "partitions");
+    const RunResult r = defaultRun(kLesson, "partitions");
     attachToReport(r);
     requireRan(r);
     const std::regex granted("requested 12 SMs, granted ([0-9]+) SMs");
@@ -118,14 +125,24 @@ TEST_CASE("Lesson 17 partitions' green contexts get what the split granted and k
     CHECK(leadingNumber(valueOf(r.out, "kernel of " + blocks + " blocks on green context A ran on")) <= smsA);
     CHECK(leadingNumber(valueOf(r.out, "kernel of " + blocks + " blocks on green context B ran on")) <= smsB);
     CHECK(valueOf(r.out, "SMs used by both A and B") == "0");
-    CHECK(valueOf(r.out, "each green context's kernel stayed on its own SMs") == "yes");
+    CHECK(leadingNumber(valueOf(r.out, "SMs of A that the primary context's kernel used")) > 0);
+    for (const char* name :
+         {"green context A got at least the SMs requested", "green contexts A and B together hold every SM",
+          "A as a CUcontext has A's SMs", "stream A belongs to green context A",
+          "A's kernel ran on no more SMs than A was granted", "B's kernel ran on no more SMs than B was granted",
+          "A's and B's kernels shared no SM", "the primary context's kernel also ran on A's SMs"}) {
+        INFO(name);
+        CHECK(checkOk(r.out, name));
+    }
     CHECK(valueOf(r.out, "green contexts and primary context") == "released");
 }
 
-TEST_CASE("Lesson 17 isolation shows the contention in one context and the isolation of green contexts",
-          "[gpu][17][lesson17]") {
+TEST_CASE(
+    "Lesson 17 isolation shows the contention in one context, and the short kernel near its latency alone "
+    "in green contexts",
+    "[gpu][17][lesson17]") {
     requireGpu();
-    const RunResult& r = defaultRun(kLesson, "isolation");
+    const RunResult r = defaultRun(kLesson, "isolation");
     attachToReport(r);
     requireRan(r);
     CHECK(r.exitCode == 0);
@@ -138,11 +155,17 @@ TEST_CASE("Lesson 17 isolation shows the contention in one context and the isola
     const std::string value = valueOf(r.out, "short kernel's green context").value_or("");
     REQUIRE(std::regex_match(value, m, granted));
     CHECK(std::stoul(m[1]) >= 8);
-    CHECK(valueOf(r.out, "contention visible in one context, (b) >= 10 x (a)") == "yes");
-    CHECK(valueOf(r.out, "green contexts isolate the short kernel, (c) <= (b) / 10") == "yes");
+    CHECK(checkOk(r.out, "the short kernel's green context got at least the SMs requested"));
+    CHECK(checkOk(r.out, "the long kernel's green context got the remainder"));
+    // The timing checks run unless a tool that serializes kernels is attached (the program says so).
+    if (!contains(r.out, "section timing checks: SKIP")) {
+        CHECK(checkOk(r.out, "contention visible in one context"));
+        CHECK(checkOk(r.out, "in green contexts the short kernel stays near its latency alone"));
+    }
 }
 
-TEST_CASE("Lesson 17 isolation --bench prints the three latencies for make bench", "[gpu][17][lesson17]") {
+TEST_CASE("Lesson 17 isolation --bench: green contexts beat one shared context, which is slower than alone",
+          "[gpu][17][lesson17]") {
     requireGpu();
     RunOptions options;
     options.args = {"--bench"};
@@ -159,9 +182,11 @@ TEST_CASE("Lesson 17 isolation --bench prints the three latencies for make bench
     const double alone = benchValue("short kernel latency, alone");
     const double shared = benchValue("short kernel latency, beside the long kernel, one context");
     const double green = benchValue("short kernel latency, beside the long kernel, green contexts");
+    // The direction the README states: one shared context slower than alone, green contexts faster than it.
     CHECK(alone > 0.0);
     CHECK(shared > alone);
     CHECK(green > 0.0);
+    CHECK(green < shared);
     CHECK(contains(r.out, "Result = PASS"));
 }
 
@@ -214,7 +239,10 @@ TEST_CASE("A split of the device's SMs is granted in the driver's units, and a g
 }
 
 #if CUDA_VERSION >= 13000
-TEST_CASE("IGNORE_SM_COSCHEDULING splits into smaller groups than the default rule allows", "[gpu][17][lesson17]") {
+TEST_CASE(
+    "IGNORE_SM_COSCHEDULING splits into smaller groups than the default rule allows (cuda.h: it lowers the "
+    "minimum)",
+    "[gpu][17][lesson17]") {
     requireGpu();
     requireGreenContexts();
     CurrentPrimaryContext context;
@@ -237,7 +265,7 @@ TEST_CASE("IGNORE_SM_COSCHEDULING splits into smaller groups than the default ru
     const unsigned int loose = smallestGroup(CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING);
     CHECK(coscheduled == all.sm.minSmPartitionSize);
     CHECK(loose >= 1);
-    CHECK(loose <= coscheduled);
+    CHECK(loose < coscheduled);
 }
 #endif
 #endif

@@ -11,8 +11,10 @@
 
 namespace cg = cooperative_groups;
 
-// The device functions of programmatic dependent launch come with CUDA 12.0 toolkits
-// (11.8 has only the PTX instructions they wrap) and run on sm_90 and newer.
+// The device functions of programmatic dependent launch are inline wrappers of the PTX
+// instructions griddepcontrol.launch_dependents / griddepcontrol.wait
+// (cuda_device_runtime_api.h) and run on sm_90 and newer. They are compiled here only with a
+// CUDA 12.0 or newer toolkit, the version the host programs need anyway.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDACC_VER_MAJOR__ >= 12
 #define PROGRAMMATIC_LAUNCH_AVAILABLE 1
 #else
@@ -62,6 +64,23 @@ extern "C" __global__ void grid_rotate(int* data, int* out, int n) {
 }
 
 // ---------------------------------------------------------------------------
+// timer_step (one thread): reads %globaltimer until it has changed 64 times and writes the
+// smallest change seen, in ns: the finest gap these timestamps can resolve on this GPU.
+extern "C" __global__ void timer_step(unsigned long long* smallest) {
+    unsigned long long last = globalTimer();
+    unsigned long long step = ~0ull;
+    for (int changes = 0; changes < 64;) {
+        const unsigned long long now = globalTimer();
+        if (now != last) {
+            step = now - last < step ? now - last : step;
+            last = now;
+            ++changes;
+        }
+    }
+    *smallest = step;
+}
+
+// ---------------------------------------------------------------------------
 // dependent launch. times[0]: the latest end of a producer block (atomicMax);
 // times[1]: the earliest start of a consumer block; times[2]: the earliest moment a
 // consumer block was past cudaGridDependencySynchronize (both atomicMin).
@@ -97,7 +116,8 @@ extern "C" __global__ void consumer(const int* data, int* out, int n, unsigned l
 }
 
 // ---------------------------------------------------------------------------
-// hints: out[i] = i + offset; the result must not depend on any hint given at launch.
+// hints: out[i] = i + offset. The kernel uses no fence and nothing reads its output before
+// the host has synchronized the stream, so no attribute of program 4 may change the result.
 extern "C" __global__ void fill_index(int* out, int n, int offset) {
     const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
     if (i < n) out[i] = i + offset;
