@@ -8,7 +8,7 @@
 // not compare cuCtxCreate with a cold retain: those medians are close and vary by run.
 //
 //   context_costs [--device N]           10 runs per measurement
-//   context_costs [--device N] --bench   50 runs, and "bench:" lines for make bench
+//   context_costs [--device N] --bench   20 runs, and "bench:" lines for make bench
 #include <cuda.h>
 
 #include <algorithm>
@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
 
     // Step 2: the three timings, each a median of several runs of wall-clock time.
     course::printStep(2, "what a context costs");
-    const int runs = bench ? 50 : 10;
+    const int runs = bench ? 20 : 10;
     std::printf("runs per measurement: %d (median)\n", runs);
     const double createDestroy = medianMicroseconds(runs, [device] {
         CUcontext context = nullptr;

@@ -6,3 +6,5 @@
 
 # dependent-launch has a --bench mode: make bench runs it.
 16-launch-attributes_BENCH := dependent-launch
+# dependent-launch checks when kernels start relative to each other: the tests run it alone.
+16-launch-attributes_RUN_ALONE := dependent-launch

@@ -7,3 +7,5 @@
 
 # isolation has a --bench mode: make bench runs it.
 17-green-contexts_BENCH := isolation
+# isolation compares kernel latencies: the tests run it with nothing beside it.
+17-green-contexts_RUN_ALONE := isolation

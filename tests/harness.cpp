@@ -7,6 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/interfaces/catch_interfaces_config.hpp>
+#include <catch2/catch_test_spec.hpp>
+#include <catch2/reporters/catch_reporter_event_listener.hpp>
+#include <catch2/reporters/catch_reporter_registrars.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -14,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <regex>
 #include <sstream>
@@ -219,6 +224,90 @@ const std::string& programOf(const Job& job) {
 
 }  // namespace
 
+// The outside builds (see harness.h), started at most once, in a background thread.
+namespace {
+
+std::once_flag outsideOnce;
+std::future<std::vector<RunResult>> outsideFuture;
+std::vector<RunResult> outsideResults;
+std::mutex outsideMutex;
+bool outsideDone = false;
+
+}  // namespace
+
+std::string readText(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+std::string buildOutsideBlock(const std::string& readme) {
+    const std::string begin = "<!-- build-outside:begin -->\n```sh\n";
+    const std::string end = "\n```\n<!-- build-outside:end -->";
+    const auto from = readme.find(begin);
+    const auto to = readme.find(end);
+    if (from == std::string::npos || to == std::string::npos || to < from + begin.size()) return "";
+    return readme.substr(from + begin.size(), to - from - begin.size());
+}
+
+std::string outsideDir(const std::string& lesson) {
+    return buildDir() + "/tests/outside/" + lesson + "/" + lesson;
+}
+
+void startOutsideBuilds() {
+    std::call_once(outsideOnce, [] {
+        std::vector<Job> builds;
+        for (const auto& lesson : lessonFolders()) {
+            const std::string commands = buildOutsideBlock(readText(repoRoot() + "/" + lesson + "/README.md"));
+            Job build;
+            build.program = "/bin/bash";
+            // A fresh copy of the lesson folder and common/, then exactly the README's commands; skipped
+            // when the last build had the same sources, commands and compilers (a stamp of their hash).
+            build.options.args = {
+                "-euo", "pipefail", "-c",
+                "copy=$1 repo=$2 lesson=$3 commands=$4\n"
+                "stamp=$( { printf '%s\\n' \"$commands\"; g++ --version; "
+                "/usr/local/cuda/bin/nvcc --version 2>/dev/null || true;"
+                " cd \"$repo\" && find \"$lesson\" common -type f -print0 | sort -z | xargs -0 sha256sum; } | sha256sum)\n"
+                "if [ -f \"$copy/.stamp\" ] && [ \"$(cat \"$copy/.stamp\")\" = \"$stamp\" ]; then\n"
+                "    echo \"built before from the same sources, commands and compilers\"; exit 0\n"
+                "fi\n"
+                "rm -rf \"$copy\" && mkdir -p \"$copy\" && cp -r \"$repo/$lesson\" \"$repo/common\" \"$copy/\"\n"
+                "cd \"$copy/$lesson\" && eval \"$commands\"\n"
+                "echo \"$stamp\" > \"$copy/.stamp\"\n",
+                "bash", buildDir() + "/tests/outside/" + lesson, repoRoot(), lesson, commands};
+            build.options.timeoutSeconds = 600;
+            builds.push_back(build);
+        }
+        outsideFuture = std::async(std::launch::async, [builds] { return runAll(builds); });
+    });
+}
+
+const std::vector<RunResult>& outsideBuildResults() {
+    startOutsideBuilds();
+    const std::lock_guard<std::mutex> lock(outsideMutex);
+    if (!outsideDone) {
+        outsideResults = outsideFuture.get();
+        outsideDone = true;
+    }
+    return outsideResults;
+}
+
+namespace {
+
+// Waits for the outside builds if they were started, so that nothing compiles beside the
+// programs that must run alone.
+void waitForOutsideBuildsIfStarted() {
+    const std::lock_guard<std::mutex> lock(outsideMutex);
+    if (!outsideDone && outsideFuture.valid()) {
+        outsideResults = outsideFuture.get();
+        outsideDone = true;
+    }
+}
+
+}  // namespace
+
 std::vector<RunResult> runPrograms(const std::vector<Job>& jobs) {
     std::vector<Job> together;
     std::vector<size_t> togetherAt;
@@ -234,6 +323,7 @@ std::vector<RunResult> runPrograms(const std::vector<Job>& jobs) {
     std::vector<RunResult> results(jobs.size());
     const auto parallel = runAll(together, std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
     for (size_t k = 0; k < parallel.size(); ++k) results[togetherAt[k]] = parallel[k];
+    if (!aloneAt.empty()) waitForOutsideBuildsIfStarted();
     for (size_t i : aloneAt) results[i] = runQuietly(jobs[i].program, jobs[i].options);
     return results;
 }
@@ -242,19 +332,21 @@ void prepareSharedRuns() {
     static std::once_flag once;
     std::call_once(once, [] {
         if (!driver().usable()) return;
-        std::vector<Job> jobs;
-        std::vector<std::string> keys;
+        // Every program's plain run; then, for the programs that wrote to stderr, the terminal's
+        // view as well (where stderr stayed empty, the terminal shows exactly what stdout held).
+        std::vector<Job> plain;
         for (const auto& lesson : lessonFolders())
-            for (const auto& program : lessonPrograms(lesson)) {
-                const std::string path = lessonBinary(lesson, program);
-                jobs.push_back(Job{path, plainOptions()});
-                keys.push_back("plain " + path);
-                jobs.push_back(terminalJob(path));
-                keys.push_back("terminal " + path);
-            }
-        const auto results = runPrograms(jobs);
+            for (const auto& program : lessonPrograms(lesson))
+                plain.push_back(Job{lessonBinary(lesson, program), plainOptions()});
+        const auto plainResults = runPrograms(plain);
+        std::vector<Job> terminal;
+        for (size_t i = 0; i < plain.size(); ++i)
+            if (!plainResults[i].err.empty()) terminal.push_back(terminalJob(plain[i].program));
+        const auto terminalResults = runPrograms(terminal);
         const std::lock_guard<std::mutex> lock(cacheMutex);
-        for (size_t i = 0; i < jobs.size(); ++i) cache.emplace(keys[i], results[i]);
+        for (size_t i = 0; i < plain.size(); ++i) cache.emplace("plain " + plain[i].program, plainResults[i]);
+        for (size_t i = 0; i < terminal.size(); ++i)
+            cache.emplace("terminal " + programOf(terminal[i]), terminalResults[i]);
     });
 }
 
@@ -277,8 +369,28 @@ RunResult defaultRun(const std::string& lesson, const std::string& program) {
 }
 
 std::string terminalOutput(const std::string& programPath) {
+    prepareSharedRuns();
+    {
+        const std::lock_guard<std::mutex> lock(cacheMutex);
+        const auto plain = cache.find("plain " + programPath);
+        if (plain != cache.end() && plain->second.err.empty()) return plain->second.out;
+    }
     return sharedRun("terminal " + programPath, terminalJob(programPath)).out;
 }
+
+namespace {
+
+// Starts the outside builds as the run begins when the whole suite runs (no test named on the
+// command line), so that they compile while the first programs run.
+class StartOutsideBuilds : public Catch::EventListenerBase {
+public:
+    using Catch::EventListenerBase::EventListenerBase;
+    void testRunStarting(const Catch::TestRunInfo&) override {
+        if (!m_config->testSpec().hasFilters()) startOutsideBuilds();
+    }
+};
+
+}  // namespace
 
 RunResult runLesson(const std::string& lesson, const RunOptions& options, const std::string& program) {
     return run(lessonBinary(lesson, program), options);
@@ -363,3 +475,5 @@ bool contains(const std::string& text, const std::string& part) {
 }
 
 }  // namespace harness
+
+CATCH_REGISTER_LISTENER(harness::StartOutsideBuilds)

@@ -75,6 +75,21 @@ std::vector<RunResult> runPrograms(const std::vector<Job>& jobs);
 // some take seconds. On a machine with a usable GPU the first call runs every program of every
 // lesson this way (runPrograms: in parallel where allowed). Returned by value.
 RunResult defaultRun(const std::string& lesson, const std::string& program = "");
+// A whole file as text (empty when it cannot be read).
+std::string readText(const std::string& path);
+// The commands of a README's "Build it outside the course" block, without the ```sh fence.
+std::string buildOutsideBlock(const std::string& readme);
+// Building every lesson outside the course: each lesson folder and common/ copied into an empty
+// folder, build/tests/outside/NN-topic, and exactly its README's commands run there, every lesson
+// at once. A lesson whose sources, commands and compilers are those of its last outside build is
+// not built again. Started as the run begins when the whole suite runs (in the background, while
+// the first programs run), or by the first test that needs the results; the programs that must
+// run alone wait for it to end. Results in lessonFolders() order.
+void startOutsideBuilds();
+const std::vector<RunResult>& outsideBuildResults();
+// Where a lesson's programs come out of its outside build.
+std::string outsideDir(const std::string& lesson);
+
 // What the program's plain run prints with stdout and stderr through one pipe, as a terminal
 // shows them (the README's "Expected output"), shared the same way. Any program path.
 std::string terminalOutput(const std::string& programPath);

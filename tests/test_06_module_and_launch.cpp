@@ -69,11 +69,6 @@ std::string moduleDir() {
     return buildDir() + "/" + kLesson + "/kernels";
 }
 
-std::string readText(const std::string& path) {
-    const auto text = course::readFile(path);
-    return text ? *text : std::string();
-}
-
 // A fresh folder under /tmp holding a copy of one of the lesson's programs (and, if asked,
 // of its kernels folder), removed afterwards.
 struct ProgramCopy {

@@ -64,7 +64,7 @@ bool integratedGpu() {
 }  // namespace
 
 TEST_CASE("Lesson 10's programs reject unknown arguments, and cudla_hybrid --loadable without a file, with exit 2",
-          "[cpu][10]") {
+          "[cpu][lesson10]") {
     for (const std::string program : {"egl_stream", "egl_sync", "cudla_hybrid"}) {
         INFO(program);
         const RunResult r = runAgainstStub(kLesson, {"--bogus"}, program);
@@ -76,7 +76,7 @@ TEST_CASE("Lesson 10's programs reject unknown arguments, and cudla_hybrid --loa
     CHECK(contains(r.err, "--loadable needs a file"));
 }
 
-TEST_CASE("Built without EGL, lesson 10's EGL programs say so and exit 77 before any driver call", "[cpu][10]") {
+TEST_CASE("Built without EGL, lesson 10's EGL programs say so and exit 77 before any driver call", "[cpu][lesson10]") {
     // What the Makefile does where the EGL headers or libEGL.so are missing: -DCOURSE_NO_EGL, no -lEGL.
     char pattern[] = "/tmp/course-noegl-XXXXXX";
     const char* dir = mkdtemp(pattern);
@@ -108,7 +108,7 @@ TEST_CASE("Built without EGL, lesson 10's EGL programs say so and exit 77 before
     rmdir(dir);
 }
 
-TEST_CASE("Lesson 10 finds the EGL device that is the CUDA device, whatever else EGL lists", "[gpu][10]") {
+TEST_CASE("Lesson 10 finds the EGL device that is the CUDA device, whatever else EGL lists", "[gpu][lesson10]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, "egl_stream");
     requireRan(r);
@@ -125,7 +125,7 @@ TEST_CASE("Lesson 10 finds the EGL device that is the CUDA device, whatever else
     CHECK(valueOf(r.out, "display extension EGL_KHR_stream") == "yes");
 }
 
-TEST_CASE("Lesson 10's EGLStream frames round-trip between the two threads with the right values", "[gpu][10]") {
+TEST_CASE("Lesson 10's EGLStream frames round-trip between the two threads with the right values", "[gpu][lesson10]") {
     requireGpu();
     const RunResult r = streamRun();
     CHECK(r.exitCode == 0);
@@ -140,7 +140,7 @@ TEST_CASE("Lesson 10's EGLStream frames round-trip between the two threads with 
     CHECK(valueOf(r.out, "round trips") == "4 of 4");
 }
 
-TEST_CASE("With EGL_SUPPORT_REUSE_NV left at EGL_TRUE the producer's last frame never comes back", "[gpu][10]") {
+TEST_CASE("With EGL_SUPPORT_REUSE_NV left at EGL_TRUE the producer's last frame never comes back", "[gpu][lesson10]") {
     requireGpu();
     const RunResult r = streamRun();
     // App note, "CUDA as Producer": the stream keeps the last frame for re-acquisition. The
@@ -154,7 +154,7 @@ TEST_CASE("With EGL_SUPPORT_REUSE_NV left at EGL_TRUE the producer's last frame 
     CHECK(contains(r.err, "CUDA driver call failed: askBack(end, stream, &returned, attempts)"));
 }
 
-TEST_CASE("An EGLStream in mailbox mode delivers the newest frame and in FIFO mode every frame", "[gpu][10]") {
+TEST_CASE("An EGLStream in mailbox mode delivers the newest frame and in FIFO mode every frame", "[gpu][lesson10]") {
     requireGpu();
     const RunResult r = streamRun();
     CHECK(valueOf(r.out, "mailbox") == "presented frames 10 11, consumer saw 11");
@@ -167,7 +167,7 @@ TEST_CASE("An EGLStream in mailbox mode delivers the newest frame and in FIFO mo
     }
 }
 
-TEST_CASE("Without a wait the consumer reads the old frame; after the GPU-side wait the new one", "[gpu][10]") {
+TEST_CASE("Without a wait the consumer reads the old frame; after the GPU-side wait the new one", "[gpu][lesson10]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, "egl_sync");
     requireRan(r);
@@ -183,7 +183,7 @@ TEST_CASE("Without a wait the consumer reads the old frame; after the GPU-side w
     }
 }
 
-TEST_CASE("Lesson 10 reports the Tegra-only parts as SKIP with a reason on a discrete GPU", "[gpu][10]") {
+TEST_CASE("Lesson 10 reports the Tegra-only parts as SKIP with a reason on a discrete GPU", "[gpu][lesson10]") {
     requireGpu();
     if (integratedGpu()) SKIP("this is an integrated GPU: the Tegra-only parts may run here");
     const RunResult sync = defaultRun(kLesson, "egl_sync");
@@ -202,7 +202,7 @@ TEST_CASE("Lesson 10 reports the Tegra-only parts as SKIP with a reason on a dis
 #endif
 }
 
-TEST_CASE("The CUDA-EGL entry points the lesson reports match what cuGetProcAddress gives", "[gpu][10]") {
+TEST_CASE("The CUDA-EGL entry points the lesson reports match what cuGetProcAddress gives", "[gpu][lesson10]") {
     requireGpu();
     const std::vector<std::pair<std::string, std::vector<const char*>>> programs = {
         {"egl_stream", {"cuEGLStreamConsumerConnect", "cuEGLStreamProducerConnect", "cuEGLStreamProducerReturnFrame"}},
@@ -222,7 +222,7 @@ TEST_CASE("The CUDA-EGL entry points the lesson reports match what cuGetProcAddr
     }
 }
 
-TEST_CASE("Lesson 10's programs decide PASS through named checks, and every one held", "[gpu][10]") {
+TEST_CASE("Lesson 10's programs decide PASS through named checks, and every one held", "[gpu][lesson10]") {
     requireGpu();
     for (const std::string program : {"egl_stream", "egl_sync", "cudla_hybrid"}) {
         INFO(program);

@@ -104,13 +104,13 @@ const std::vector<std::string> kChecks = {
 // ---------------------------------------------------------------------------
 // CPU: no driver needed.
 
-TEST_CASE("Lesson 11 rejects an unknown argument with a usage line and exit 2", "[cpu][11]") {
+TEST_CASE("Lesson 11 rejects an unknown argument with a usage line and exit 2", "[cpu][lesson11]") {
     for (const std::vector<std::string>& args :
          {std::vector<std::string>{"--grow"}, {"--device"}, {"--device", "one"}, {"--bench", "extra"}})
         checkRefusesArguments(kLesson, args);
 }
 
-TEST_CASE("Lesson 11 against the stub driver fails at cuInit with the error named", "[cpu][11]") {
+TEST_CASE("Lesson 11 against the stub driver fails at cuInit with the error named", "[cpu][lesson11]") {
     const RunResult r = runAgainstStub(kLesson);
     CHECK(r.exitCode == 1);
     CHECK(contains(r.err, "CUDA driver call failed: cuInit(0)"));
@@ -121,7 +121,7 @@ TEST_CASE("Lesson 11 against the stub driver fails at cuInit with the error name
 // ---------------------------------------------------------------------------
 // GPU: the lesson's output.
 
-TEST_CASE("Lesson 11 passes, every check ok, and reports both granularities", "[gpu][11]") {
+TEST_CASE("Lesson 11 passes, every check ok, and reports both granularities", "[gpu][lesson11]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson);
     attachToReport(r);
@@ -145,7 +145,7 @@ TEST_CASE("Lesson 11 passes, every check ok, and reports both granularities", "[
     CHECK(rounded - 5242881 < minimum);
 }
 
-TEST_CASE("Lesson 11's cuMemMap refuses an offset into the handle other than zero", "[gpu][11][fault]") {
+TEST_CASE("Lesson 11's cuMemMap refuses an offset into the handle other than zero", "[gpu][lesson11][fault]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson);
     requireRan(r);
@@ -159,7 +159,7 @@ TEST_CASE("Lesson 11's cuMemMap refuses an offset into the handle other than zer
     CHECK(contains(r.err, "CUDA driver call failed: cuMemMap(rangeB, minimum, minimum, physical, 0)"));
 }
 
-TEST_CASE("Lesson 11's growable buffer keeps its memory and its data at the kept address", "[gpu][11]") {
+TEST_CASE("Lesson 11's growable buffer keeps its memory and its data at the kept address", "[gpu][lesson11]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson);
     requireRan(r);
@@ -180,7 +180,7 @@ TEST_CASE("Lesson 11's growable buffer keeps its memory and its data at the kept
     CHECK(valueOf(r.out, "released") == "5 chunks unmapped and released newest first, then the addresses freed");
 }
 
-TEST_CASE("Lesson 11 reads through one range what was written through the other", "[gpu][11]") {
+TEST_CASE("Lesson 11 reads through one range what was written through the other", "[gpu][lesson11]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson);
     requireRan(r);
@@ -194,7 +194,7 @@ TEST_CASE("Lesson 11 reads through one range what was written through the other"
 }
 
 TEST_CASE("Lesson 11 names the error of copying from a range mapped without access, and carries on",
-          "[gpu][11][fault]") {
+          "[gpu][lesson11][fault]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson);
     requireRan(r);
@@ -209,7 +209,7 @@ TEST_CASE("Lesson 11 names the error of copying from a range mapped without acce
     CHECK(allOf(valueOf(r.out, "read through range C with read access").value_or("")));
 }
 
-TEST_CASE("Lesson 11 shows the last cuMemUnmap, not cuMemRelease, giving the memory back", "[gpu][11]") {
+TEST_CASE("Lesson 11 shows the last cuMemUnmap, not cuMemRelease, giving the memory back", "[gpu][lesson11]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson);
     requireRan(r);
@@ -230,7 +230,7 @@ TEST_CASE("Lesson 11 shows the last cuMemUnmap, not cuMemRelease, giving the mem
     CHECK(contains(r.out, "primary context: released"));
 }
 
-TEST_CASE("Lesson 11 times every growth step both ways, median and minimum, in one table", "[gpu][11]") {
+TEST_CASE("Lesson 11 times every growth step both ways, median and minimum, in one table", "[gpu][lesson11]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson);
     requireRan(r);
@@ -248,7 +248,7 @@ TEST_CASE("Lesson 11 times every growth step both ways, median and minimum, in o
 
 // The README says growing by remapping is faster than allocate + copy + free. Medians of 11 runs
 // of the same process, with a margin: remapping at least twice as fast (about 5x on the H100).
-TEST_CASE("Lesson 11 --bench grows 2 MiB -> 1 GiB, and remapping is faster than copying", "[gpu][11][bench]") {
+TEST_CASE("Lesson 11 --bench grows 2 MiB -> 1 GiB, and remapping is faster than copying", "[gpu][lesson11][bench]") {
     requireGpu();
     RunOptions options;
     options.args = {"--bench"};
@@ -274,7 +274,7 @@ TEST_CASE("Lesson 11 --bench grows 2 MiB -> 1 GiB, and remapping is faster than 
 // makes is given back by a Cleanup, so a failed REQUIRE leaks nothing into the next test.
 
 // cuda.h promises no relation between the two (the recommended one is "for best performance").
-TEST_CASE("Both granularities are reported, and memory of the minimum one can be created", "[gpu][11]") {
+TEST_CASE("Both granularities are reported, and memory of the minimum one can be created", "[gpu][lesson11]") {
     requireGpu();
     CurrentPrimaryContext context;
     auto create = DRIVER_FUNCTION(driver(), cuMemCreate);
@@ -294,7 +294,7 @@ TEST_CASE("Both granularities are reported, and memory of the minimum one can be
     CHECK(handleBack.now() == CUDA_SUCCESS);
 }
 
-TEST_CASE("One physical allocation mapped at two addresses shows the same bytes at both", "[gpu][11]") {
+TEST_CASE("One physical allocation mapped at two addresses shows the same bytes at both", "[gpu][lesson11]") {
     requireGpu();
     CurrentPrimaryContext context;
     auto create = DRIVER_FUNCTION(driver(), cuMemCreate);
@@ -351,7 +351,7 @@ TEST_CASE("One physical allocation mapped at two addresses shows the same bytes 
 // cuMemCreate answers an unrounded size with CUDA_ERROR_INVALID_VALUE (the lesson's step 2). For
 // cuMemMap cuda.h lists both CUDA_ERROR_INVALID_VALUE and CUDA_ERROR_NOT_SUPPORTED; driver 580 on
 // the H100 answers CUDA_ERROR_NOT_SUPPORTED. Either is the refusal.
-TEST_CASE("cuMemMap refuses a size that is not a multiple of the granularity", "[gpu][11][fault]") {
+TEST_CASE("cuMemMap refuses a size that is not a multiple of the granularity", "[gpu][lesson11][fault]") {
     requireGpu();
     CurrentPrimaryContext context;
     auto create = DRIVER_FUNCTION(driver(), cuMemCreate);

@@ -132,11 +132,11 @@ CUmemoryPool createPoolOrSkip(const PoolFunctions& f, CUdevice device) {
 // ---------------------------------------------------------------------------
 // CPU: no driver needed.
 
-TEST_CASE("Lesson 12 runs its two programs in order", "[cpu][12][lesson12]") {
+TEST_CASE("Lesson 12 runs its two programs in order", "[cpu][lesson12]") {
     CHECK(lessonPrograms(kLesson) == kPrograms);
 }
 
-TEST_CASE("Lesson 12 rejects unknown or incomplete arguments with a usage line and exit 2", "[cpu][12][lesson12]") {
+TEST_CASE("Lesson 12 rejects unknown or incomplete arguments with a usage line and exit 2", "[cpu][lesson12]") {
     const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
         {"pool_basics", {"--size", "4096"}},  {"pool_basics", {"--device"}},
         {"pool_basics", {"--device", "one"}}, {"cross_stream_reuse", {"--bench"}},  // only pool_basics has a benchmark
@@ -149,7 +149,7 @@ TEST_CASE("Lesson 12 rejects unknown or incomplete arguments with a usage line a
 // GPU: the lesson's own checks, read from its output.
 
 TEST_CASE("Lesson 12 pool_basics passes and its stream-ordered buffer holds the memset pattern",
-          "[gpu][12][lesson12]") {
+          "[gpu][lesson12]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, "pool_basics");
     attachToReport(r);
@@ -168,7 +168,7 @@ TEST_CASE("Lesson 12 pool_basics passes and its stream-ordered buffer holds the 
 // that cuMemPoolTrimTo releases all it can safely release: the test requires the second, and
 // only reports the first.
 TEST_CASE("Lesson 12 shows what threshold 0 and max keep at a synchronize, and TrimTo(0) freeing it",
-          "[gpu][12][lesson12]") {
+          "[gpu][lesson12]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, "pool_basics");
     attachToReport(r);
@@ -187,7 +187,7 @@ TEST_CASE("Lesson 12 shows what threshold 0 and max keep at a synchronize, and T
 }
 
 TEST_CASE("Lesson 12 cross_stream_reuse: no reuse where no policy allows it, reuse where the policy does",
-          "[gpu][12][lesson12]") {
+          "[gpu][lesson12]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, "cross_stream_reuse");
     attachToReport(r);
@@ -216,7 +216,7 @@ TEST_CASE("Lesson 12 cross_stream_reuse: no reuse where no policy allows it, reu
 // The README says a pool with threshold max makes the pair much cheaper than cuMemAlloc +
 // cuMemFree. Medians of five rounds of the same run, with a margin: at least twice as fast
 // (about 35x on the H100).
-TEST_CASE("Lesson 12 --bench: the pool with threshold max beats cuMemAlloc + cuMemFree", "[gpu][12][lesson12]") {
+TEST_CASE("Lesson 12 --bench: the pool with threshold max beats cuMemAlloc + cuMemFree", "[gpu][lesson12]") {
     requireGpu();
     RunOptions options;
     options.args = {"--bench"};
@@ -243,7 +243,7 @@ TEST_CASE("Lesson 12 --bench: the pool with threshold max beats cuMemAlloc + cuM
 // GPU: the same driver behaviour, checked directly through the driver. Every pool, stream and
 // event a test makes is given back by a Cleanup, so a failed REQUIRE leaks nothing.
 
-TEST_CASE("A new pool starts with threshold 0 and every reuse policy on", "[gpu][12][lesson12]") {
+TEST_CASE("A new pool starts with threshold 0 and every reuse policy on", "[gpu][lesson12]") {
     requireGpu();
     CurrentPrimaryContext context;
     const PoolFunctions f;
@@ -258,7 +258,7 @@ TEST_CASE("A new pool starts with threshold 0 and every reuse policy on", "[gpu]
     CHECK(poolBack.now() == CUDA_SUCCESS);
 }
 
-TEST_CASE("Threshold max keeps a pool's memory at a synchronize, and TrimTo gives it back", "[gpu][12][lesson12]") {
+TEST_CASE("Threshold max keeps a pool's memory at a synchronize, and TrimTo gives it back", "[gpu][lesson12]") {
     requireGpu();
     CurrentPrimaryContext context;
     const PoolFunctions f;
@@ -299,7 +299,7 @@ TEST_CASE("Threshold max keeps a pool's memory at a synchronize, and TrimTo give
 // different address would prove nothing: it is also what a pool that never reuses gives. The
 // block is 32 MiB and the pool is trimmed empty between the rounds.
 TEST_CASE("FOLLOW_EVENT_DEPENDENCIES decides whether a block freed on one stream goes to another",
-          "[gpu][12][lesson12]") {
+          "[gpu][lesson12]") {
     requireGpu();
     CurrentPrimaryContext context;
     const PoolFunctions f;

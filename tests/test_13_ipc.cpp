@@ -77,21 +77,21 @@ private:
 // CPU: no driver needed.
 
 TEST_CASE("Lesson 13 rejects an unknown argument and a malformed --child with a usage line and exit 2",
-          "[cpu][lesson13][13]") {
+          "[cpu][lesson13]") {
     for (const auto& args : {std::vector<std::string>{"--fork"}, std::vector<std::string>{"--child", "socket"},
                              std::vector<std::string>{"--child"}})
         checkRefusesArguments(kLesson, args);
 }
 
 TEST_CASE("Lesson 13 started as a child with no parent says so and exits 1 before it touches the driver",
-          "[cpu][lesson13][13]") {
+          "[cpu][lesson13]") {
     const RunResult r = runAgainstStub(kLesson, {"--child", "99"});
     CHECK(r.exitCode == 1);
     CHECK(contains(r.err, "child: no request from a parent on fd 99"));
     CHECK_FALSE(contains(r.err, "CUDA_ERROR_STUB_LIBRARY"));
 }
 
-TEST_CASE("Lesson 13 against the stub driver fails at cuInit before it starts any child", "[cpu][lesson13][13]") {
+TEST_CASE("Lesson 13 against the stub driver fails at cuInit before it starts any child", "[cpu][lesson13]") {
     const RunResult r = runAgainstStub(kLesson);
     CHECK(r.exitCode == 1);
     CHECK(contains(r.err, "cuInit(0)"));
@@ -99,7 +99,7 @@ TEST_CASE("Lesson 13 against the stub driver fails at cuInit before it starts an
 }
 
 TEST_CASE("A descriptor sent over the lesson's socket arrives as a working duplicate, beside the child's answer",
-          "[cpu][lesson13][13]") {
+          "[cpu][lesson13]") {
     int ends[2] = {-1, -1};
     REQUIRE(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends) == 0);
     int pipeEnds[2] = {-1, -1};
@@ -139,7 +139,7 @@ TEST_CASE("A descriptor sent over the lesson's socket arrives as a working dupli
 }
 
 TEST_CASE("A tracked descriptor counts as open until it is closed, even when its number is reused",
-          "[cpu][lesson13][13]") {
+          "[cpu][lesson13]") {
     const int openBefore = ipc::descriptorsStillOpen();  // what earlier tests in this process left
     const size_t trackedBefore = ipc::descriptorsTracked();
     int pipeEnds[2] = {-1, -1};
@@ -172,7 +172,7 @@ TEST_CASE("A tracked descriptor counts as open until it is closed, even when its
 // ---------------------------------------------------------------------------
 // GPU: the lesson's output.
 
-TEST_CASE("Lesson 13 passes and the parent reads the child's pattern back in all three ways", "[gpu][lesson13][13]") {
+TEST_CASE("Lesson 13 passes and the parent reads the child's pattern back in all three ways", "[gpu][lesson13]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, kProgram);
     attachToReport(r);
@@ -196,7 +196,7 @@ TEST_CASE("Lesson 13 passes and the parent reads the child's pattern back in all
     CHECK_FALSE(contains(r.out, ": SKIP ("));
 }
 
-TEST_CASE("Lesson 13 prints what each way needs as the driver reports it", "[gpu][lesson13][13]") {
+TEST_CASE("Lesson 13 prints what each way needs as the driver reports it", "[gpu][lesson13]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, kProgram);
     requireRan(r);
@@ -226,7 +226,7 @@ TEST_CASE("Lesson 13 prints what each way needs as the driver reports it", "[gpu
 }
 
 TEST_CASE("Lesson 13 reports a child that dies before it maps, reaps it, and gets its memory back",
-          "[gpu][lesson13][13][fault]") {
+          "[gpu][lesson13][fault]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, kProgram);
     requireRan(r);
@@ -242,7 +242,7 @@ TEST_CASE("Lesson 13 reports a child that dies before it maps, reaps it, and get
 }
 
 TEST_CASE("Lesson 13 names the driver's errors for a closed descriptor and a legacy handle opened by its exporter",
-          "[gpu][lesson13][13][fault]") {
+          "[gpu][lesson13][fault]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, kProgram);
     requireRan(r);
@@ -258,7 +258,7 @@ TEST_CASE("Lesson 13 names the driver's errors for a closed descriptor and a leg
     CHECK(checkHeld(r, "cuIpcOpenMemHandle refuses the exporting process"));
 }
 
-TEST_CASE("Lesson 13 leaks no descriptor and leaves no child process behind", "[gpu][lesson13][13]") {
+TEST_CASE("Lesson 13 leaks no descriptor and leaves no child process behind", "[gpu][lesson13]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, kProgram);
     requireRan(r);
@@ -277,7 +277,7 @@ TEST_CASE("Lesson 13 leaks no descriptor and leaves no child process behind", "[
 // ---------------------------------------------------------------------------
 // GPU: the driver's behaviour, checked directly.
 
-TEST_CASE("cuIpcOpenMemHandle refuses a handle in the process that exported it", "[gpu][lesson13][13][fault]") {
+TEST_CASE("cuIpcOpenMemHandle refuses a handle in the process that exported it", "[gpu][lesson13][fault]") {
     requireGpu();
     CurrentPrimaryContext primary;
     auto alloc = DRIVER_FUNCTION(driver(), cuMemAlloc);
@@ -303,7 +303,7 @@ TEST_CASE("cuIpcOpenMemHandle refuses a handle in the process that exported it",
 }
 
 TEST_CASE("cuMemExportToShareableHandle makes a new descriptor at every call, each the caller's to close",
-          "[gpu][lesson13][13]") {
+          "[gpu][lesson13]") {
     requireGpu();
     CurrentPrimaryContext primary;
     if (deviceAttribute(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED) == 0)

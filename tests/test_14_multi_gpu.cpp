@@ -121,12 +121,12 @@ double benchValue(const std::string& out, const std::string& metric) {
 // ---------------------------------------------------------------------------
 // CPU: no driver needed.
 
-TEST_CASE("Lesson 14 runs its two programs in order", "[cpu][14][lesson14]") {
+TEST_CASE("Lesson 14 runs its two programs in order", "[cpu][lesson14]") {
     CHECK(lessonPrograms(kLesson) == kPrograms);
 }
 
 TEST_CASE("Lesson 14 rejects unknown, incomplete or same-GPU arguments with a usage message and exit 2",
-          "[cpu][14][lesson14]") {
+          "[cpu][lesson14]") {
     const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
         {"peer_access", {"--bench"}},  // only peer_copy has a benchmark
         {"peer_access", {"--peer"}},  {"peer_access", {"--peer", "one"}}, {"peer_access", {"--devices", "0", "1"}},
@@ -146,7 +146,7 @@ TEST_CASE("Lesson 14 rejects unknown, incomplete or same-GPU arguments with a us
 }
 
 TEST_CASE("Lesson 14 accepts --device 1 alone (the peer is then GPU 0) and --bench for peer_copy",
-          "[cpu][14][lesson14]") {
+          "[cpu][lesson14]") {
     // Past the argument check, the stub stops them at cuInit: exit 1, not a usage error.
     CHECK(runAgainstStub(kLesson, {"--device", "1"}, "peer_access").exitCode == 1);
     CHECK(runAgainstStub(kLesson, {"--device", "1", "--peer", "0"}, "peer_copy").exitCode == 1);
@@ -157,7 +157,7 @@ TEST_CASE("Lesson 14 accepts --device 1 alone (the peer is then GPU 0) and --ben
 // GPU, any number of GPUs.
 
 TEST_CASE("With one GPU visible, each program of lesson 14 says what it would do and exits 77 with the reason",
-          "[gpu][14][lesson14]") {
+          "[gpu][lesson14]") {
     requireGpu();
     // CUDA_VISIBLE_DEVICES=0 shows the programs a one-GPU machine on any machine.
     RunOptions options;
@@ -176,7 +176,7 @@ TEST_CASE("With one GPU visible, each program of lesson 14 says what it would do
 }
 
 TEST_CASE("A device is not its own peer: cuDeviceGetP2PAttribute says CUDA_ERROR_INVALID_DEVICE",
-          "[gpu][14][lesson14]") {
+          "[gpu][lesson14]") {
     requireGpu();
     const PeerFunctions f;
     REQUIRE(f.complete());
@@ -187,7 +187,7 @@ TEST_CASE("A device is not its own peer: cuDeviceGetP2PAttribute says CUDA_ERROR
           CUDA_ERROR_INVALID_DEVICE);
 }
 
-TEST_CASE("A context cannot enable peer access to itself", "[gpu][14][lesson14]") {
+TEST_CASE("A context cannot enable peer access to itself", "[gpu][lesson14]") {
     requireGpu();
     const PeerFunctions f;
     REQUIRE(f.complete());
@@ -207,7 +207,7 @@ TEST_CASE("A context cannot enable peer access to itself", "[gpu][14][lesson14]"
 // GPU, two GPUs with peer access (GPUs 0 and 1): skipped, with the reason, elsewhere.
 
 TEST_CASE("Lesson 14 peer_access enables one direction and a kernel on GPU 0 reads GPU 1's buffer",
-          "[gpu][14][lesson14][two-gpus]") {
+          "[gpu][lesson14][two-gpus]") {
     const PeerFunctions f;
     requireTwoPeerGpus(f);
     const RunResult r = defaultRun(kLesson, kPeerAccess);
@@ -243,7 +243,7 @@ TEST_CASE("Lesson 14 peer_access enables one direction and a kernel on GPU 0 rea
 }
 
 TEST_CASE("Lesson 14 peer_access --device 1 --peer 0 runs the same story the other way round",
-          "[gpu][14][lesson14][two-gpus]") {
+          "[gpu][lesson14][two-gpus]") {
     const PeerFunctions f;
     requireTwoPeerGpus(f);
     RunOptions options;
@@ -259,7 +259,7 @@ TEST_CASE("Lesson 14 peer_access --device 1 --peer 0 runs the same story the oth
 }
 
 TEST_CASE("Lesson 14 peer_copy copies GPU 0 -> GPU 1 and back exactly, with and without peer access",
-          "[gpu][14][lesson14][two-gpus]") {
+          "[gpu][lesson14][two-gpus]") {
     const PeerFunctions f;
     requireTwoPeerGpus(f);
     const RunResult r = defaultRun(kLesson, kPeerCopy);
@@ -275,7 +275,7 @@ TEST_CASE("Lesson 14 peer_copy copies GPU 0 -> GPU 1 and back exactly, with and 
 }
 
 TEST_CASE("Lesson 14 peer_copy --bench: peer copies beat copies staged through pinned host memory, both ways",
-          "[gpu][14][lesson14][two-gpus]") {
+          "[gpu][lesson14][two-gpus]") {
     const PeerFunctions f;
     requireTwoPeerGpus(f);
     RunOptions options;
@@ -299,7 +299,7 @@ TEST_CASE("Lesson 14 peer_copy --bench: peer copies beat copies staged through p
 }
 
 TEST_CASE("The driver records peer access per direction: enabling 0 -> 1 leaves 1 -> 0 not enabled",
-          "[gpu][14][lesson14][two-gpus]") {
+          "[gpu][lesson14][two-gpus]") {
     // What the driver's bookkeeping says (the error codes of cuCtxEnablePeerAccess and
     // cuCtxDisablePeerAccess), not what a kernel of GPU 1 would do: none runs here.
     const PeerFunctions f;
@@ -315,7 +315,7 @@ TEST_CASE("The driver records peer access per direction: enabling 0 -> 1 leaves 
 }
 
 TEST_CASE("cuDeviceGetP2PAttribute's ACCESS_SUPPORTED agrees with cuDeviceCanAccessPeer both ways",
-          "[gpu][14][lesson14][two-gpus]") {
+          "[gpu][lesson14][two-gpus]") {
     const PeerFunctions f;
     const auto [first, second] = requireTwoPeerGpus(f);
     for (const auto& [source, destination] : {std::pair{first, second}, std::pair{second, first}}) {

@@ -40,18 +40,18 @@ double benchValue(const std::string& out, const std::string& metric) {
 // ---------------------------------------------------------------------------
 // CPU: no driver needed.
 
-TEST_CASE("Lesson 15 lists its four programs in the order make run-15 runs them", "[cpu][15][lesson15]") {
+TEST_CASE("Lesson 15 lists its four programs in the order make run-15 runs them", "[cpu][lesson15]") {
     CHECK(lessonPrograms(kLesson) == kPrograms);
 }
 
-TEST_CASE("Every lesson 15 program rejects an unknown argument with a usage line and exit 2", "[cpu][15][lesson15]") {
+TEST_CASE("Every lesson 15 program rejects an unknown argument with a usage line and exit 2", "[cpu][lesson15]") {
     for (const auto& program : kPrograms) checkRefusesArguments(kLesson, {"--no-such-flag"}, program);
     // Only launch-cost has a benchmark mode.
     CHECK(runAgainstStub(kLesson, {"--bench"}, "capture").exitCode == 2);
 }
 
 TEST_CASE("Every lesson 15 program fails fast at cuInit against the stub driver, naming the call",
-          "[cpu][15][lesson15]") {
+          "[cpu][lesson15]") {
     for (const auto& program : kPrograms) {
         INFO(program);
         const RunResult r = runAgainstStub(kLesson, {}, program);
@@ -66,7 +66,7 @@ TEST_CASE("Every lesson 15 program fails fast at cuInit against the stub driver,
 // ---------------------------------------------------------------------------
 // GPU: the programs' output.
 
-TEST_CASE("Lesson 15 capture: GLOBAL mode refuses cuMemAlloc mid-capture, RELAXED allows it", "[gpu][15][lesson15]") {
+TEST_CASE("Lesson 15 capture: GLOBAL mode refuses cuMemAlloc mid-capture, RELAXED allows it", "[gpu][lesson15]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, "capture");
     REQUIRE(r.exitCode == 0);
@@ -81,7 +81,7 @@ TEST_CASE("Lesson 15 capture: GLOBAL mode refuses cuMemAlloc mid-capture, RELAXE
 }
 
 TEST_CASE("Lesson 15 capture records five nodes, runs nothing until launched, and each launch gives 42",
-          "[gpu][15][lesson15]") {
+          "[gpu][lesson15]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, "capture");
     REQUIRE(r.exitCode == 0);
@@ -100,7 +100,7 @@ TEST_CASE("Lesson 15 capture records five nodes, runs nothing until launched, an
     }
 }
 
-TEST_CASE("Lesson 15 explicit-update changes arguments in place and through cuGraphExecUpdate", "[gpu][15][lesson15]") {
+TEST_CASE("Lesson 15 explicit-update changes arguments in place and through cuGraphExecUpdate", "[gpu][lesson15]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, "explicit-update");
     REQUIRE(r.exitCode == 0);
@@ -118,7 +118,7 @@ TEST_CASE("Lesson 15 explicit-update changes arguments in place and through cuGr
 TEST_CASE(
     "Lesson 15 explicit-update shows cuGraphExecUpdate refusing a changed topology, the exec left as it was, "
     "and the fix",
-    "[gpu][15][lesson15]") {
+    "[gpu][lesson15]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, "explicit-update");
     REQUIRE(r.exitCode == 0);
@@ -136,7 +136,7 @@ TEST_CASE(
 }
 
 TEST_CASE("Lesson 15 graph-memory runs alloc -> work -> free twice, the pool keeps its memory until the trim",
-          "[gpu][15][lesson15]") {
+          "[gpu][lesson15]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, "graph-memory");
     requireRan(r);
@@ -158,7 +158,7 @@ TEST_CASE("Lesson 15 graph-memory runs alloc -> work -> free twice, the pool kee
     CHECK(valueOf(r.out, "graph allocation").has_value());
 }
 
-TEST_CASE("Lesson 15 launch-cost: every chain leaves N in the counter both ways", "[gpu][15][lesson15]") {
+TEST_CASE("Lesson 15 launch-cost: every chain leaves N in the counter both ways", "[gpu][lesson15]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, "launch-cost");
     REQUIRE(r.exitCode == 0);
@@ -176,7 +176,7 @@ TEST_CASE("Lesson 15 launch-cost: every chain leaves N in the counter both ways"
 }
 
 TEST_CASE("Lesson 15 launch-cost --bench: host submission and GPU span for every N, one graph submits faster",
-          "[gpu][15][lesson15]") {
+          "[gpu][lesson15]") {
     requireGpu();
     RunOptions options;
     options.args = {"--bench"};
@@ -202,7 +202,7 @@ TEST_CASE("Lesson 15 launch-cost --bench: host submission and GPU span for every
 // ---------------------------------------------------------------------------
 // GPU: the driver itself, without the lesson.
 
-TEST_CASE("The driver refuses to capture the legacy default stream", "[gpu][15][lesson15]") {
+TEST_CASE("The driver refuses to capture the legacy default stream", "[gpu][lesson15]") {
     requireGpu();
     CurrentPrimaryContext context;
     auto beginCapture = DRIVER_FUNCTION(driver(), cuStreamBeginCapture);
@@ -216,7 +216,7 @@ TEST_CASE("The driver refuses to capture the legacy default stream", "[gpu][15][
 }
 
 TEST_CASE("The driver's cuGraphExecUpdate reports a changed node count as TOPOLOGY_CHANGED with no error node",
-          "[gpu][15][lesson15]") {
+          "[gpu][lesson15]") {
     requireGpu();
 #if CUDA_VERSION >= 12000
     CurrentPrimaryContext context;

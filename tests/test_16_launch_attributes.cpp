@@ -45,11 +45,11 @@ long long numberOf(const std::string& out, const std::string& label) {
 // ---------------------------------------------------------------------------
 // CPU: no driver needed.
 
-TEST_CASE("Lesson 16 lists its four programs in the order make run-16 runs them", "[cpu][16][lesson16]") {
+TEST_CASE("Lesson 16 lists its four programs in the order make run-16 runs them", "[cpu][lesson16]") {
     CHECK(lessonPrograms(kLesson) == kPrograms);
 }
 
-TEST_CASE("Every lesson 16 program rejects an unknown argument with a usage line and exit 2", "[cpu][16][lesson16]") {
+TEST_CASE("Every lesson 16 program rejects an unknown argument with a usage line and exit 2", "[cpu][lesson16]") {
     for (const auto& program : kPrograms) checkRefusesArguments(kLesson, {"--no-such-flag"}, program);
     // Only dependent-launch has a benchmark mode.
     for (const char* program : {"clusters", "cooperative", "hints"}) {
@@ -59,7 +59,7 @@ TEST_CASE("Every lesson 16 program rejects an unknown argument with a usage line
 }
 
 TEST_CASE("Every lesson 16 program fails fast at cuInit against the stub driver, naming the call",
-          "[cpu][16][lesson16]") {
+          "[cpu][lesson16]") {
     for (const auto& program : kPrograms) {
         INFO(program);
         const RunResult r = runAgainstStub(kLesson, {}, program);
@@ -75,7 +75,7 @@ TEST_CASE("Every lesson 16 program fails fast at cuInit against the stub driver,
 // GPU: the programs' output.
 
 TEST_CASE("Lesson 16 clusters: every block reads its neighbour's shared memory in clusters of 2, 4 and 8",
-          "[gpu][16][lesson16]") {
+          "[gpu][lesson16]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, kClusters);
     requireRan(r);
@@ -92,7 +92,7 @@ TEST_CASE("Lesson 16 clusters: every block reads its neighbour's shared memory i
 }
 
 TEST_CASE("Lesson 16 clusters: cuOccupancyMaxActiveClusters answers for sizes 1 to 8 and, once opted in, 16",
-          "[gpu][16][lesson16]") {
+          "[gpu][lesson16]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, kClusters);
     requireRan(r);
@@ -111,7 +111,7 @@ TEST_CASE("Lesson 16 clusters: cuOccupancyMaxActiveClusters answers for sizes 1 
 TEST_CASE(
     "Lesson 16 clusters: the driver refuses a cluster of 16 without opting in and one that does not divide "
     "the grid",
-    "[gpu][16][lesson16]") {
+    "[gpu][lesson16]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, kClusters);
     requireRan(r);
@@ -130,7 +130,7 @@ TEST_CASE(
 }
 
 TEST_CASE("Lesson 16 cooperative: the largest grid syncs, one block more is COOPERATIVE_LAUNCH_TOO_LARGE",
-          "[gpu][16][lesson16]") {
+          "[gpu][lesson16]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, kCooperative);
     requireRan(r);
@@ -155,7 +155,7 @@ TEST_CASE("Lesson 16 cooperative: the largest grid syncs, one block more is COOP
 TEST_CASE(
     "Lesson 16 dependent-launch: the consumer sees all of the producer's data both ways, and starts before the "
     "producer ends only with PDL",
-    "[gpu][16][lesson16]") {
+    "[gpu][lesson16]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, kDependentLaunch);
     requireRan(r);
@@ -184,7 +184,7 @@ TEST_CASE(
 
 TEST_CASE(
     "Lesson 16 dependent-launch --bench: over 101 pairs the consumer starts before the producer ends only with PDL",
-    "[gpu][16][lesson16]") {
+    "[gpu][lesson16]") {
     requireGpu();
     RunOptions options;
     options.args = {"--bench"};
@@ -211,7 +211,7 @@ TEST_CASE(
 TEST_CASE(
     "Lesson 16 hints: priority and access window are accepted hints, the remote memory sync domain is accepted, and "
     "every result is right",
-    "[gpu][16][lesson16]") {
+    "[gpu][lesson16]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, kHints);
     requireRan(r);
@@ -231,7 +231,7 @@ TEST_CASE(
 }
 
 TEST_CASE("Lesson 16 hints: a priority beyond the range is accepted, an access window above the maximum is refused",
-          "[gpu][16][lesson16]") {
+          "[gpu][lesson16]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, kHints);
     requireRan(r);
@@ -247,7 +247,7 @@ TEST_CASE("Lesson 16 hints: a priority beyond the range is accepted, an access w
 // GPU: the driver itself, without the lesson.
 
 TEST_CASE("The driver reports cluster launch support from compute capability 9.0 on, and cooperative launch",
-          "[gpu][16][lesson16]") {
+          "[gpu][lesson16]") {
     requireGpu();
     auto deviceGet = DRIVER_FUNCTION(driver(), cuDeviceGet);
     auto attribute = DRIVER_FUNCTION(driver(), cuDeviceGetAttribute);

@@ -37,11 +37,11 @@ void requireGreenContexts() {
 // ---------------------------------------------------------------------------
 // CPU: no driver needed.
 
-TEST_CASE("Lesson 17 runs its two programs in order", "[cpu][17][lesson17]") {
+TEST_CASE("Lesson 17 runs its two programs in order", "[cpu][lesson17]") {
     CHECK(lessonPrograms(kLesson) == kPrograms);
 }
 
-TEST_CASE("Lesson 17 rejects unknown or incomplete arguments with a usage line and exit 2", "[cpu][17][lesson17]") {
+TEST_CASE("Lesson 17 rejects unknown or incomplete arguments with a usage line and exit 2", "[cpu][lesson17]") {
     const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
         {"partitions", {"--bench"}},  // only isolation has a benchmark
         {"partitions", {"--device"}},
@@ -55,7 +55,7 @@ TEST_CASE("Lesson 17 rejects unknown or incomplete arguments with a usage line a
 // GPU: the lesson's own checks, read from its output.
 
 TEST_CASE("Lesson 17 partitions passes and every granted size follows the driver's alignment rule",
-          "[gpu][17][lesson17]") {
+          "[gpu][lesson17]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, "partitions");
     attachToReport(r);
@@ -106,7 +106,7 @@ TEST_CASE("Lesson 17 partitions passes and every granted size follows the driver
 }
 
 TEST_CASE("Lesson 17 partitions' green contexts get what the split granted and keep their kernels on their SMs",
-          "[gpu][17][lesson17]") {
+          "[gpu][lesson17]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, "partitions");
     attachToReport(r);
@@ -140,7 +140,7 @@ TEST_CASE("Lesson 17 partitions' green contexts get what the split granted and k
 TEST_CASE(
     "Lesson 17 isolation shows the contention in one context, and the short kernel near its latency alone "
     "in green contexts",
-    "[gpu][17][lesson17]") {
+    "[gpu][lesson17]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, "isolation");
     attachToReport(r);
@@ -165,7 +165,7 @@ TEST_CASE(
 }
 
 TEST_CASE("Lesson 17 isolation --bench: green contexts beat one shared context, which is slower than alone",
-          "[gpu][17][lesson17]") {
+          "[gpu][lesson17]") {
     requireGpu();
     RunOptions options;
     options.args = {"--bench"};
@@ -195,7 +195,7 @@ TEST_CASE("Lesson 17 isolation --bench: green contexts beat one shared context, 
 
 #if CUDA_VERSION >= 12040
 TEST_CASE("A split of the device's SMs is granted in the driver's units, and a green context gets exactly its group",
-          "[gpu][17][lesson17]") {
+          "[gpu][lesson17]") {
     requireGpu();
     requireGreenContexts();
     CurrentPrimaryContext context;
@@ -242,7 +242,7 @@ TEST_CASE("A split of the device's SMs is granted in the driver's units, and a g
 TEST_CASE(
     "IGNORE_SM_COSCHEDULING splits into smaller groups than the default rule allows (cuda.h: it lowers the "
     "minimum)",
-    "[gpu][17][lesson17]") {
+    "[gpu][lesson17]") {
     requireGpu();
     requireGreenContexts();
     CurrentPrimaryContext context;

@@ -46,7 +46,7 @@ std::string lastNonEmptyLine(const std::string& text) {
 }  // namespace
 
 TEST_CASE("Without EGL headers and without root, lesson 10 still builds and says SKIP with the reason",
-          "[cpu][setup][10]") {
+          "[cpu][setup][lesson10]") {
     const std::string machine = fakeMachine("no-egl-not-root", 1000);
     const std::string build = machine + "/build";
     const RunResult made =

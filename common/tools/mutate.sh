@@ -14,8 +14,10 @@
 # course's build, so only the patched files recompile), and — where a GPU is usable — run the
 # program. A mutant is CAUGHT when the program exits 1, prints "Result = FAIL" and prints
 # "check NAME: FAIL" for the check its header names. Without a GPU every mutant is applied and
-# built only. Builds run in parallel (MUTATE_JOBS, default: the number of cores); runs are one
-# at a time, because several lessons compare free device memory.
+# built only. Builds run in parallel (MUTATE_JOBS, default: the number of cores). Runs of
+# programs that the lesson's lesson.mk lists in NN-topic_RUN_ALONE (they time something or
+# compare free device memory) are one at a time; the others MUTATE_RUNS (default 8) at a time.
+# The output of every mutant that was not caught is printed after the runs.
 #
 # Environment: BUILD (the course's build folder, default build), MAKE, DRIVER_PROBE (a
 # driver-probe binary: its exit code says whether a GPU is usable), MUTATE_RUN=0 (build only).
@@ -73,6 +75,9 @@ prepare() {
     # touched is rebuilt.
     [ -d "$build/$lesson" ] && cp -a "$build/$lesson" "$dir/build/"
     [ -d "$build/setup" ] && cp -a "$build/setup" "$dir/build/"
+    # Host objects are compiled again: their dependency files name the course's build folder,
+    # so a patched header would not be noticed. The modules (kernels), the slow part, stay.
+    find "$dir/build/$lesson" \( -name '*.o' -o -name '*.o.d' -o -name '*.d' \) -delete 2>/dev/null
     if (cd "$dir/src" && $make_cmd --no-print-directory BUILD="$dir/build" "build-${lesson%%-*}") >"$dir/build.log" 2>&1 &&
         [ -x "$dir/build/$lesson/$program" ]; then
         echo "built" >"$dir/state"
@@ -90,14 +95,56 @@ for patch in "${patches[@]}"; do
 done
 wait
 
+# Runs one built mutant and writes its verdict to DIR/status (and its output to DIR/run.log).
+run_mutant() {
+    local patch=$1 dir=$2 lesson=$3 program=$4 check=$5 code reasons
+    local -a arguments
+    read -r -a arguments <<<"$(header Arguments "$patch")"
+    (cd "$dir" && timeout 60 "$dir/build/$lesson/$program" "${arguments[@]}") >"$dir/run.log" 2>&1
+    code=$?
+    if [ $code -eq 77 ]; then
+        echo "not applicable here: $(skip_reason "$dir/run.log")" >"$dir/status"
+    elif [ $code -eq 1 ] && grep -qx 'Result = FAIL' "$dir/run.log" && grep -qxF "check $check: FAIL" "$dir/run.log"; then
+        echo "caught" >"$dir/status"
+    else
+        reasons=()
+        [ $code -ne 1 ] && reasons+=("exit $code")
+        grep -qx 'Result = FAIL' "$dir/run.log" || reasons+=("no 'Result = FAIL'")
+        grep -qxF "check $check: FAIL" "$dir/run.log" || reasons+=("no 'check $check: FAIL'")
+        echo "NOT CAUGHT ($(IFS=';'; echo "${reasons[*]}" | sed 's/;/; /g'))" >"$dir/status"
+    fi
+}
+
+# Run them on the GPU: mutants of programs that may run beside others (the lesson's
+# run-alone.txt, from NN-topic_RUN_ALONE, does not name them) a few at a time, then the others
+# one at a time, with nothing beside them.
+if [ $run_gpu = 1 ]; then
+    for phase in together alone; do
+        for patch in "${patches[@]}"; do
+            name=$(basename "$(dirname "$patch")")/$(basename "$patch" .patch)
+            dir="$work/$name"
+            lesson=$(basename "$(dirname "$patch")")
+            program=$(header Program "$patch")
+            [ "$(cat "$dir/state" 2>/dev/null)" = built ] || continue
+            if grep -qxF "$program" "$build/$lesson/run-alone.txt" 2>/dev/null; then
+                [ $phase = alone ] || continue
+                run_mutant "$patch" "$dir" "$lesson" "$program" "$(header Expect-Check "$patch")"
+            else
+                [ $phase = together ] || continue
+                while [ "$(jobs -rp | wc -l)" -ge "${MUTATE_RUNS:-8}" ]; do wait -n; done
+                run_mutant "$patch" "$dir" "$lesson" "$program" "$(header Expect-Check "$patch")" &
+            fi
+        done
+        wait
+    done
+fi
+
 rows=()
 bad=0
 caught=0
 for patch in "${patches[@]}"; do
     name=$(basename "$(dirname "$patch")")/$(basename "$patch" .patch)
     dir="$work/$name"
-    lesson=$(basename "$(dirname "$patch")")
-    program=$(header Program "$patch")
     check=$(header Expect-Check "$patch")
     state=$(cat "$dir/state" 2>/dev/null || echo "not prepared")
     if [ "$state" != built ]; then
@@ -107,25 +154,15 @@ for patch in "${patches[@]}"; do
     elif [ $run_gpu = 0 ]; then
         status="built (not run: no GPU)"
     else
-        read -r -a arguments <<<"$(header Arguments "$patch")"
-        printf '\n################ mutant %s (%s) ################\n' "$name" "$(header Mutant "$patch")"
-        (cd "$dir" && timeout 300 "$dir/build/$lesson/$program" "${arguments[@]}") >"$dir/run.log" 2>&1
-        code=$?
-        cat "$dir/run.log"
-        if [ $code -eq 77 ]; then
-            status="not applicable here: $(skip_reason "$dir/run.log")"
-        elif [ $code -eq 1 ] && grep -qx 'Result = FAIL' "$dir/run.log" &&
-            grep -qxF "check $check: FAIL" "$dir/run.log"; then
-            status="caught"
-            caught=$((caught + 1))
-        else
-            reasons=()
-            [ $code -ne 1 ] && reasons+=("exit $code")
-            grep -qx 'Result = FAIL' "$dir/run.log" || reasons+=("no 'Result = FAIL'")
-            grep -qxF "check $check: FAIL" "$dir/run.log" || reasons+=("no 'check $check: FAIL'")
-            status="NOT CAUGHT ($(IFS=';'; echo "${reasons[*]}" | sed 's/;/; /g'))"
-            bad=1
-        fi
+        status=$(cat "$dir/status" 2>/dev/null || echo "NOT CAUGHT (did not run)")
+        case $status in
+            caught) caught=$((caught + 1)) ;;
+            "not applicable here"*) ;;
+            *) bad=1
+               # What the program printed, for the mutants that were not caught.
+               printf '\n---- %s (%s): %s ----\n' "$name" "$(header Mutant "$patch")" "$status"
+               tail -n 40 "$dir/run.log" ;;
+        esac
     fi
     rows+=("$(printf '%-46s %-58s %s' "$name" "$check" "$status")")
 done
