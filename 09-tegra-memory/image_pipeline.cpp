@@ -122,9 +122,10 @@ void printVerdict(std::vector<const Way*> measured, bool integrated) {
     std::printf("margin: a way is named only when every other median is more than %.0f%% slower\n", 100.0 * kMargin);
     std::printf("favoured on this device: %s\n", clear ? measured[0]->name : "too close to call");
     if (clear)
-        std::printf("reason: the fastest median pass (CPU write + GPU + CPU read), by more than the margin\n");
+        std::printf("favoured because: the fastest median pass (CPU write + GPU + CPU read), by more than the margin\n");
     else
-        std::printf("reason: %s and %s are within the margin of each other in this run: measure your own workload\n",
+        std::printf("favoured because: %s and %s are within the margin of each other in this run: "
+                    "measure your own workload\n",
                     measured[0]->name, measured[1]->name);
     std::printf("the note's expectation for this device: %s\n",
                 integrated ? "a way without copies (Tegra or zero-copy): CPU and iGPU share one DRAM"

@@ -321,7 +321,7 @@ std::vector<RunResult> runPrograms(const std::vector<Job>& jobs) {
         }
     }
     std::vector<RunResult> results(jobs.size());
-    const auto parallel = runAll(together, std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
+    const auto parallel = runAll(together, std::min(16u, std::max(1u, std::thread::hardware_concurrency())));
     for (size_t k = 0; k < parallel.size(); ++k) results[togetherAt[k]] = parallel[k];
     if (!aloneAt.empty()) waitForOutsideBuildsIfStarted();
     for (size_t i : aloneAt) results[i] = runQuietly(jobs[i].program, jobs[i].options);

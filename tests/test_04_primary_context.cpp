@@ -224,7 +224,7 @@ TEST_CASE("Lesson 04 --bench prints bench lines for make bench", "[gpu][lesson04
     options.args = {"--bench"};
     const RunResult r = runLesson(kLesson, options, "context_costs");
     CHECK(r.exitCode == 0);
-    CHECK(valueOf(r.out, "runs per measurement") == "50 (median)");
+    CHECK(valueOf(r.out, "runs per measurement") == "20 (median)");
     CHECK(contains(r.out, "bench: cuCtxCreate+cuCtxDestroy = "));
     CHECK(contains(r.out, "bench: primary retain+release cold = "));
     CHECK(contains(r.out, "bench: primary retain+release warm = "));
