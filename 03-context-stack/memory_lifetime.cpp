@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
     view.popped(popped);
     const size_t freeAfterPop = lesson03::freeDeviceMemory();  // asked through ctxA: same device
     printFree("after pop", freeAfterPop);
-    verdict.check("allocation still counted after popping ctxB",
+    verdict.checkFreeMemory("allocation still counted after popping ctxB",
                   difference(freeBeforeAllocation, freeAfterPop) >= allocationLessSlack);
 
     // Step 3: correct code frees what it allocated, then destroys the context. With
@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
         CHECK_DRIVER(cuMemFree(big));
         const size_t freeAfterFree = lesson03::freeDeviceMemory();
         printFree("after cuMemFree", freeAfterFree);
-        verdict.check("cuMemFree gave the allocation back",
+        verdict.checkFreeMemory("cuMemFree gave the allocation back",
                       difference(freeAfterFree, freeAfterAllocation) >= allocationLessSlack);
     }
     CHECK_DRIVER(cuCtxDestroy(ctxB));
@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
         // instead with the figure from before ctxB existed.
         const size_t freeAfterDestroy = lesson03::freeDeviceMemory();  // asked through ctxA
         printFree("after cuCtxDestroy", freeAfterDestroy);
-        verdict.check("free memory back to its level before ctxB after cuCtxDestroy",
+        verdict.checkFreeMemory("free memory back to its level before ctxB after cuCtxDestroy",
                       difference(freeBeforeB, freeAfterDestroy) <= lesson03::kTolerance);
     }
     // `big` now dangles: its memory went with ctxB. It must never be passed to cuMemFree.

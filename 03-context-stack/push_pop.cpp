@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
         static_cast<long long>(lesson03::freeDeviceMemory()) - static_cast<long long>(freeBeforeDestroy);
     std::printf("device memory returned by destroying ctxB: %.1f MiB\n", lesson03::mebibytes(returnedByB));
     // Free memory is device-wide, so another process can move it: the slack absorbs small changes.
-    verdict.check("destroying ctxB gave back what creating it took", returnedByB >= takenByB - lesson03::kTolerance);
+    verdict.checkFreeMemory("destroying ctxB gave back what creating it took", returnedByB >= takenByB - lesson03::kTolerance);
 
     // Step 6: with the stack empty no context is current, and every call that needs one
     // fails with CUDA_ERROR_INVALID_CONTEXT. ctxA is alive but current nowhere: "floating".

@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
     CUdeviceptr deviceA = 0;
     if (const CUresult allocated = REPORT_DRIVER(cuMemAlloc(&deviceA, bytes)); allocated != CUDA_SUCCESS) {
         std::printf("cuMemAlloc of %zu bytes: %s, nothing was allocated\n", bytes, course::driverErrorName(allocated));
-        verdict.check("free memory unchanged after the failed cuMemAlloc", freeMemoryDifference(freeAtStart) == 0);
+        verdict.checkFreeMemory("free memory unchanged after the failed cuMemAlloc", freeMemoryDifference(freeAtStart) == 0);
         CHECK_DRIVER(cuCtxSetCurrent(nullptr));
         CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
         std::printf("primary context: released\n");
@@ -195,7 +195,7 @@ int main(int argc, char** argv) {
     course::printStep(5, "release everything and check");
     CHECK_DRIVER(cuMemFree(deviceB));
     CHECK_DRIVER(cuMemFree(deviceA));
-    verdict.check("free memory back after cuMemFree", freeMemoryDifference(freeAtStart) == 0);
+    verdict.checkFreeMemory("free memory back after cuMemFree", freeMemoryDifference(freeAtStart) == 0);
     const lesson05::MemoryType freedA = lesson05::memoryTypeOf(deviceA);
     const lesson05::MemoryType freedB = lesson05::memoryTypeOf(deviceB);
     std::printf("memory type of buffer A after cuMemFree: %s\n", freedA.text().c_str());

@@ -84,8 +84,8 @@ void releaseWhileMapped(course::Verdict& verdict, CUmemGenericAllocationHandle p
     CHECK_DRIVER(cuMemUnmap(rangeA, bytes));  // the last mapping: now the memory can go
     const long long byUnmapA = givenBackBy("cuMemUnmap of range A (the last mapping)");
     const auto whole = static_cast<long long>(bytes);
-    verdict.check("memory kept while a mapping remains", byRelease < whole && byUnmapC < whole && byUnmapB < whole);
-    verdict.check("memory given back by the last cuMemUnmap", byUnmapA >= whole);
+    verdict.checkFreeMemory("memory kept while a mapping remains", byRelease < whole && byUnmapC < whole && byUnmapB < whole);
+    verdict.checkFreeMemory("memory given back by the last cuMemUnmap", byUnmapA >= whole);
     CHECK_DRIVER(cuMemAddressFree(rangeC, bytes));
     CHECK_DRIVER(cuMemAddressFree(rangeB, bytes));
     CHECK_DRIVER(cuMemAddressFree(rangeA, bytes));
@@ -241,7 +241,7 @@ int main(int argc, char** argv) {
     const long long leftOver = difference(freeDeviceMemory(), freeAtStart);
     std::printf("free memory difference (end - start): %lld bytes (allowed: one %zu-byte granule)\n", leftOver,
                 recommended);
-    verdict.check("free memory back at its start", std::llabs(leftOver) <= static_cast<long long>(recommended));
+    verdict.checkFreeMemory("free memory back at its start", std::llabs(leftOver) <= static_cast<long long>(recommended));
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
     std::printf("primary context: released\n");
     return verdict.finish();

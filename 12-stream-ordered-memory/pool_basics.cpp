@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
     constexpr long long kPageBytes = 2LL << 20;
     std::printf("free memory difference (end - start): %lld bytes (allowed: one %lld-byte page)\n", difference,
                 kPageBytes);
-    verdict.check("free memory back at its start", std::llabs(difference) <= kPageBytes);
+    verdict.checkFreeMemory("free memory back at its start", std::llabs(difference) <= kPageBytes);
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
     std::printf("primary context: released\n");
     return verdict.finish();

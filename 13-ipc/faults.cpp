@@ -79,7 +79,7 @@ void childDiesBeforeMapping(const char* self, int ordinal, CUdevice device, cour
     const long long againstStart = static_cast<long long>(freeHeld) + givenBack - static_cast<long long>(freeAtStart);
     std::printf("fault child dies before mapping, free memory given back after cuMemRelease: %lld bytes\n", givenBack);
     std::printf("fault child dies before mapping, free memory against its start: %lld bytes\n", againstStart);
-    verdict.check("cuMemRelease gives the shared allocation back", givenBack >= half);
+    verdict.checkFreeMemory("cuMemRelease gives the shared allocation back", givenBack >= half);
 }
 
 void importDescriptorThatNamesNothing(course::Verdict& verdict) {

@@ -243,7 +243,7 @@ int main(int argc, char** argv) {
     course::printStep(6, "the overlap: consumer start against producer end");
     std::printf("overlap margin: the consumer must start %.1f us before the producer ends\n", kOverlapMarginUs);
     verdict.check("without PDL the consumer started after the producer ended", plainStart >= 0.0);
-    if (const char* tool = lesson16::serializingTool())
+    if (const char* tool = course::instrumentingTool())
         std::printf("section PDL overlap: SKIP (%s runs one kernel at a time)\n", tool);
     else if (stepUs >= kOverlapMarginUs)
         std::printf("section PDL overlap: SKIP (%%globaltimer steps by %.2f us, not finer than the margin)\n", stepUs);

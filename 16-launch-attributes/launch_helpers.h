@@ -54,22 +54,6 @@ inline std::vector<int> copyBack(CUdeviceptr buffer, size_t count, CUstream stre
     return host;
 }
 
-// The tool, if one is attached that runs kernels one at a time (compute-sanitizer, Nsight
-// Compute): under it kernels cannot overlap, so a check that they do says nothing. `make
-// sanitize` sets COURSE_UNDER_SANITIZER; a tool started by hand names its injection library in
-// CUDA_INJECTION64_PATH. Nsight Systems (libToolsInjection64.so) does not serialize kernels by
-// default and is not counted.
-inline const char* serializingTool() {
-    if (std::getenv("COURSE_UNDER_SANITIZER") != nullptr) return "compute-sanitizer (make sanitize)";
-    const char* injection = std::getenv("CUDA_INJECTION64_PATH");
-    if (injection == nullptr) return nullptr;
-    const std::string path = injection;
-    if (path.find("sanitizer") != std::string::npos) return "compute-sanitizer";
-    if (path.find("nsight-compute") != std::string::npos || path.find("libcuda-injection") != std::string::npos)
-        return "Nsight Compute";
-    return nullptr;
-}
-
 #if CUDA_VERSION >= 12000
 // A 1-D launch: `blocks` x `threads`, no dynamic shared memory, on `stream`, with the
 // attributes given (none: the same launch cuLaunchKernel makes).

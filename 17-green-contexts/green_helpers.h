@@ -34,22 +34,6 @@ inline bool greenContextsAvailable(int driverVersion) {
     return false;
 }
 
-// The tool, if one is attached that runs kernels one at a time (compute-sanitizer, Nsight
-// Compute): under it nothing overlaps, so (c) equals (b) and a timing check says nothing.
-// `make sanitize` sets COURSE_UNDER_SANITIZER; a tool started by hand names its injection
-// library in CUDA_INJECTION64_PATH. Nsight Systems (libToolsInjection64.so) does not serialize
-// kernels by default: under it the timing checks run.
-inline const char* serializingTool() {
-    if (std::getenv("COURSE_UNDER_SANITIZER") != nullptr) return "compute-sanitizer (make sanitize)";
-    const char* injection = std::getenv("CUDA_INJECTION64_PATH");
-    if (injection == nullptr) return nullptr;
-    const std::string path = injection;
-    if (path.find("sanitizer") != std::string::npos) return "compute-sanitizer";
-    if (path.find("nsight-compute") != std::string::npos || path.find("libcuda-injection") != std::string::npos)
-        return "Nsight Compute";
-    return nullptr;
-}
-
 #if CUDA_VERSION >= 12040
 
 // The guideline cuda.h gives next to the API ("Green Contexts"): the smallest partition and

@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
     // Step 6: the timing checks, with their factors. Under a tool that runs one kernel at a
     // time nothing can overlap, (c) equals (b), and the checks would say nothing.
     course::printStep(6, "check the latencies");
-    if (const char* tool = lesson17::serializingTool()) {
+    if (const char* tool = course::instrumentingTool()) {
         std::printf("section timing checks: SKIP (%s runs one kernel at a time)\n", tool);
     } else {
         std::printf("factors: contention when (b) >= %.0f x (a); green contexts near alone when (c) <= %.0f x (a)\n",
