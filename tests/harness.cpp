@@ -474,6 +474,30 @@ bool contains(const std::string& text, const std::string& part) {
     return text.find(part) != std::string::npos;
 }
 
+std::vector<std::string> checkLines(const std::string& out) {
+    std::vector<std::string> found;
+    for (const auto& line : lines(out))
+        if (line.rfind("check ", 0) == 0) found.push_back(line);
+    return found;
+}
+
+void requireChecksHeld(const RunResult& r, bool needsOne) {
+    const std::vector<std::string> checks = checkLines(r.out);
+    if (needsOne) CHECK_FALSE(checks.empty());
+    for (const std::string& line : checks) {
+        INFO(line);
+        CHECK(line.size() > 4);
+        CHECK(line.substr(line.size() - 4) == ": ok");
+    }
+}
+
+double benchValue(const std::string& out, const std::string& metric) {
+    const std::string prefix = "bench: " + metric + " = ";
+    for (const auto& line : lines(out))
+        if (line.rfind(prefix, 0) == 0) return std::strtod(line.c_str() + prefix.size(), nullptr);
+    return -1.0;
+}
+
 }  // namespace harness
 
 CATCH_REGISTER_LISTENER(harness::StartOutsideBuilds)

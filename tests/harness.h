@@ -6,9 +6,11 @@
 // exits 77 ("not applicable here") is turned into a SKIP by requireRan().
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/tools/dynamic_driver.h"
@@ -130,6 +132,36 @@ private:
     CUcontext context_ = nullptr;
 };
 
+// Gives something back when the test leaves the scope, also when a failed REQUIRE ends the test
+// early (Catch2 throws): every test shares this process and its device memory. The action may
+// return a CUresult; now() runs it at once (and not again) and returns that answer.
+class Cleanup {
+public:
+    template <typename Action>
+    explicit Cleanup(Action action) {
+        if constexpr (std::is_void_v<std::invoke_result_t<Action>>)
+            release_ = [action] {
+                action();
+                return CUDA_SUCCESS;
+            };
+        else
+            release_ = [action] { return static_cast<CUresult>(action()); };
+    }
+    ~Cleanup() {
+        if (release_) release_();
+    }
+    Cleanup(const Cleanup&) = delete;
+    Cleanup& operator=(const Cleanup&) = delete;
+    CUresult now() {
+        const CUresult result = release_();
+        release_ = nullptr;
+        return result;
+    }
+
+private:
+    std::function<CUresult()> release_;
+};
+
 // Output helpers. Labelled lines look like "label: value".
 std::vector<std::string> lines(const std::string& text);
 // The value of the first line "label: value", if any.
@@ -137,5 +169,11 @@ std::optional<std::string> valueOf(const std::string& text, const std::string& l
 // Every value of lines "label: value", in order.
 std::vector<std::string> valuesOf(const std::string& text, const std::string& label);
 bool contains(const std::string& text, const std::string& part);
+// The program's "check NAME: ok|FAIL" lines (course::Verdict), in order.
+std::vector<std::string> checkLines(const std::string& out);
+// Every check a run printed held ("ok"), and, when `needsOne`, there was at least one.
+void requireChecksHeld(const RunResult& r, bool needsOne = true);
+// The number of a "bench: <metric> = <number> <unit>" line, or -1 when there is no such line.
+double benchValue(const std::string& out, const std::string& metric);
 
 }  // namespace harness

@@ -28,24 +28,7 @@ namespace {
 const std::string kLesson = "06-module-and-launch";
 const std::vector<std::string> kPrograms = {"load_and_launch", "jit_and_link", "param_buffer", "launch_bench"};
 
-// The program's "check NAME: ok|FAIL" lines (course::Verdict), in order.
-std::vector<std::string> checkLines(const std::string& out) {
-    std::vector<std::string> found;
-    for (const auto& line : lines(out))
-        if (line.rfind("check ", 0) == 0) found.push_back(line);
-    return found;
-}
 
-// Every check a run printed held, and a PASS came with at least one check when `needsOne`.
-void requireChecksHeld(const RunResult& r, bool needsOne = true) {
-    const std::vector<std::string> checks = checkLines(r.out);
-    if (needsOne) CHECK_FALSE(checks.empty());
-    for (const std::string& line : checks) {
-        INFO(line);
-        CHECK(line.size() > 4);
-        CHECK(line.substr(line.size() - 4) == ": ok");
-    }
-}
 
 // The module files each program reads before it calls the driver.
 std::vector<std::string> moduleFilesOf(const std::string& program) {

@@ -20,24 +20,7 @@ const std::string kLesson = "09-tegra-memory";
 const std::vector<std::string> kPrograms = {"memory_attributes",  "image_pipeline", "matrix_attach",
                                             "allocatable_memory", "upgrade_check",  "tegra_features"};
 
-// The program's "check NAME: ok|FAIL" lines (course::Verdict), in order.
-std::vector<std::string> checkLines(const std::string& out) {
-    std::vector<std::string> found;
-    for (const auto& line : lines(out))
-        if (line.rfind("check ", 0) == 0) found.push_back(line);
-    return found;
-}
 
-// Every check a run printed held, and a PASS came with at least one check when `needsOne`.
-void requireChecksHeld(const RunResult& r, bool needsOne = true) {
-    const std::vector<std::string> checks = checkLines(r.out);
-    if (needsOne) CHECK_FALSE(checks.empty());
-    for (const std::string& line : checks) {
-        INFO(line);
-        CHECK(line.size() > 4);
-        CHECK(line.substr(line.size() - 4) == ": ok");
-    }
-}
 
 std::string fixture(const std::string& name) {
     std::ifstream in(repoRoot() + "/tests/fixtures/" + name);

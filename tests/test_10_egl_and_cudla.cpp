@@ -15,24 +15,7 @@ namespace {
 const std::string kLesson = "10-egl-and-cudla";
 const std::string kNoEglSkip = "Result = SKIP (EGL headers were not found at build time: apt-get install libegl-dev)";
 
-// The program's "check NAME: ok|FAIL" lines (course::Verdict), in order.
-std::vector<std::string> checkLines(const std::string& out) {
-    std::vector<std::string> found;
-    for (const auto& line : lines(out))
-        if (line.rfind("check ", 0) == 0) found.push_back(line);
-    return found;
-}
 
-// Every check a run printed held, and a PASS came with at least one check when `needsOne`.
-void requireChecksHeld(const RunResult& r, bool needsOne = true) {
-    const std::vector<std::string> checks = checkLines(r.out);
-    if (needsOne) CHECK_FALSE(checks.empty());
-    for (const std::string& line : checks) {
-        INFO(line);
-        CHECK(line.size() > 4);
-        CHECK(line.substr(line.size() - 4) == ": ok");
-    }
-}
 
 // The line "section <name>: SKIP (<reason>)", or empty when the section did not skip.
 std::string skipLine(const std::string& out, const std::string& section) {

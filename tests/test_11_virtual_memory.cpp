@@ -52,34 +52,7 @@ size_t granularity(CUdevice device, CUmemAllocationGranularity_flags which) {
     return bytes;
 }
 
-// Gives a driver object back when the test leaves the scope, also when a failed REQUIRE ends the
-// test early (Catch2 throws): every test shares this process and its device memory. now() gives
-// it back at once and returns the driver's answer, for the test to check.
-class Cleanup {
-public:
-    explicit Cleanup(std::function<CUresult()> release) : release_(std::move(release)) {}
-    ~Cleanup() {
-        if (release_) release_();
-    }
-    Cleanup(const Cleanup&) = delete;
-    Cleanup& operator=(const Cleanup&) = delete;
-    CUresult now() {
-        const CUresult result = release_();
-        release_ = nullptr;
-        return result;
-    }
 
-private:
-    std::function<CUresult()> release_;
-};
-
-// The number a "bench: <metric> = <number> <unit>" line gives, or -1 when the line is missing.
-double benchValue(const std::string& out, const std::string& metric) {
-    const std::string prefix = "bench: " + metric + " = ";
-    for (const auto& line : lines(out))
-        if (line.rfind(prefix, 0) == 0) return std::stod(line.substr(prefix.size()));
-    return -1.0;
-}
 
 // Every check the program prints, in order.
 const std::vector<std::string> kChecks = {

@@ -24,13 +24,6 @@ unsigned long long leadingNumber(const std::optional<std::string>& value) {
     return std::stoull(*value);
 }
 
-// The number a "bench: <metric> = <number> <unit>" line gives, or -1 when the line is missing.
-double benchValue(const std::string& out, const std::string& metric) {
-    const std::string prefix = "bench: " + metric + " = ";
-    for (const auto& line : lines(out))
-        if (line.rfind(prefix, 0) == 0) return std::stod(line.substr(prefix.size()));
-    return -1.0;
-}
 
 // Every check each program prints, in order.
 const std::vector<std::string> kPoolBasicsChecks = {
@@ -56,26 +49,6 @@ void checkAllOk(const RunResult& r, const std::vector<std::string>& checks) {
     CHECK(printed == checks.size());
 }
 
-// Gives a driver object back when the test leaves the scope, also when a failed REQUIRE ends the
-// test early (Catch2 throws): every test shares this process and its device memory. now() gives
-// it back at once and returns the driver's answer, for the test to check.
-class Cleanup {
-public:
-    explicit Cleanup(std::function<CUresult()> release) : release_(std::move(release)) {}
-    ~Cleanup() {
-        if (release_) release_();
-    }
-    Cleanup(const Cleanup&) = delete;
-    Cleanup& operator=(const Cleanup&) = delete;
-    CUresult now() {
-        const CUresult result = release_();
-        release_ = nullptr;
-        return result;
-    }
-
-private:
-    std::function<CUresult()> release_;
-};
 
 // The driver functions the direct tests use, looked up once per test.
 struct PoolFunctions {

@@ -57,19 +57,6 @@ bool legacyIpcSupported() {
 #endif
 }
 
-// Releases what a test made even when a REQUIRE ends it early, so that nothing outlives the
-// test in the shared test process.
-class ScopeExit {
-public:
-    template <typename F>
-    explicit ScopeExit(F f) : run_(std::move(f)) {}
-    ~ScopeExit() { run_(); }
-    ScopeExit(const ScopeExit&) = delete;
-    ScopeExit& operator=(const ScopeExit&) = delete;
-
-private:
-    std::function<void()> run_;
-};
 
 }  // namespace
 
@@ -105,7 +92,7 @@ TEST_CASE("A descriptor sent over the lesson's socket arrives as a working dupli
     int pipeEnds[2] = {-1, -1};
     REQUIRE(pipe(pipeEnds) == 0);
     int fd = -1;
-    const ScopeExit closeAll([&] {
+    const Cleanup closeAll([&] {
         for (const int d : {ends[0], ends[1], pipeEnds[0], pipeEnds[1], fd})
             if (d >= 0) close(d);
     });
@@ -145,7 +132,7 @@ TEST_CASE("A tracked descriptor counts as open until it is closed, even when its
     int pipeEnds[2] = {-1, -1};
     REQUIRE(pipe(pipeEnds) == 0);
     int reused = -1;
-    const ScopeExit closeAll([&] {
+    const Cleanup closeAll([&] {
         for (const int d : {pipeEnds[0], pipeEnds[1], reused})
             if (d >= 0) close(d);
     });
@@ -290,7 +277,7 @@ TEST_CASE("cuIpcOpenMemHandle refuses a handle in the process that exported it",
     CUdeviceptr buffer = 0;
     REQUIRE(alloc(&buffer, 1 << 20) == CUDA_SUCCESS);
     CUdeviceptr opened = 0;
-    const ScopeExit release([&] {
+    const Cleanup release([&] {
         if (opened != 0) closeHandle(opened);
         free(buffer);
     });
@@ -324,7 +311,7 @@ TEST_CASE("cuMemExportToShareableHandle makes a new descriptor at every call, ea
     REQUIRE(create(&allocation, granularity, &prop, 0) == CUDA_SUCCESS);
     int first = -1;
     int second = -1;
-    const ScopeExit releaseAll([&] {
+    const Cleanup releaseAll([&] {
         if (first >= 0) close(first);
         if (second >= 0) close(second);
         release(allocation);

@@ -108,13 +108,6 @@ std::pair<CUdevice, CUdevice> requireTwoPeerGpus(const PeerFunctions& f) {
     return {first, second};
 }
 
-// The value of "bench: <metric> = <value> <unit>", or -1 when the line is missing.
-double benchValue(const std::string& out, const std::string& metric) {
-    const std::string prefix = "bench: " + metric + " = ";
-    for (const auto& line : lines(out))
-        if (line.rfind(prefix, 0) == 0) return std::stod(line.substr(prefix.size()));
-    return -1.0;
-}
 
 }  // namespace
 

@@ -15,25 +15,7 @@ namespace {
 const std::string kLesson = "15-graphs";
 const std::vector<std::string> kPrograms = {"capture", "explicit-update", "graph-memory", "launch-cost"};
 
-// Runs a function when the test ends, however it ends (a failed REQUIRE throws).
-class Cleanup {
-public:
-    explicit Cleanup(std::function<void()> action) : action_(std::move(action)) {}
-    ~Cleanup() { action_(); }
-    Cleanup(const Cleanup&) = delete;
-    Cleanup& operator=(const Cleanup&) = delete;
 
-private:
-    std::function<void()> action_;
-};
-
-// The number a "bench: METRIC = VALUE unit" line gives, or -1 when the line is missing.
-double benchValue(const std::string& out, const std::string& metric) {
-    const std::string prefix = "bench: " + metric + " = ";
-    for (const auto& line : lines(out))
-        if (line.rfind(prefix, 0) == 0) return std::strtod(line.c_str() + prefix.size(), nullptr);
-    return -1.0;
-}
 
 }  // namespace
 
