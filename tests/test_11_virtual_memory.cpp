@@ -39,14 +39,20 @@ bool allOf(const std::string& value) {
     return total > 0 && seen == total;
 }
 
-// Device 0's granularity for plain device memory, through the driver.
-size_t granularity(CUdevice device, CUmemAllocationGranularity_flags which) {
-    auto getGranularity = DRIVER_FUNCTION(driver(), cuMemGetAllocationGranularity);
-    REQUIRE(getGranularity);
+// Plain device memory on `device`, as cuMemCreate and cuMemGetAllocationGranularity take it.
+CUmemAllocationProp deviceMemoryProperties(CUdevice device) {
     CUmemAllocationProp properties{};
     properties.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     properties.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     properties.location.id = device;
+    return properties;
+}
+
+// Device 0's granularity for plain device memory, through the driver.
+size_t granularity(CUdevice device, CUmemAllocationGranularity_flags which) {
+    auto getGranularity = DRIVER_FUNCTION(driver(), cuMemGetAllocationGranularity);
+    REQUIRE(getGranularity);
+    const CUmemAllocationProp properties = deviceMemoryProperties(device);
     size_t bytes = 0;
     REQUIRE(getGranularity(&bytes, &properties, which) == CUDA_SUCCESS);
     return bytes;
@@ -257,10 +263,7 @@ TEST_CASE("Both granularities are reported, and memory of the minimum one can be
     const size_t recommended = granularity(context.device(), CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
     CHECK(minimum > 0);
     CHECK(recommended > 0);
-    CUmemAllocationProp properties{};
-    properties.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    properties.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    properties.location.id = context.device();
+    const CUmemAllocationProp properties = deviceMemoryProperties(context.device());
     CUmemGenericAllocationHandle handle = 0;
     REQUIRE(create(&handle, minimum, &properties, 0) == CUDA_SUCCESS);
     Cleanup handleBack([&] { return releaseHandle(handle); });
@@ -282,10 +285,7 @@ TEST_CASE("One physical allocation mapped at two addresses shows the same bytes 
     REQUIRE((create && reserve && map && setAccess && unmap && releaseHandle && addressFree && copyHtoD && copyDtoH));
 
     const size_t bytes = granularity(context.device(), CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-    CUmemAllocationProp properties{};
-    properties.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    properties.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    properties.location.id = context.device();
+    const CUmemAllocationProp properties = deviceMemoryProperties(context.device());
     CUmemAccessDesc readWrite{};
     readWrite.location = properties.location;
     readWrite.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
@@ -335,10 +335,7 @@ TEST_CASE("cuMemMap refuses a size that is not a multiple of the granularity", "
     auto addressFree = DRIVER_FUNCTION(driver(), cuMemAddressFree);
     REQUIRE((create && reserve && map && unmap && releaseHandle && addressFree));
     const size_t bytes = granularity(context.device(), CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-    CUmemAllocationProp properties{};
-    properties.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    properties.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    properties.location.id = context.device();
+    const CUmemAllocationProp properties = deviceMemoryProperties(context.device());
     CUmemGenericAllocationHandle handle = 0;
     REQUIRE(create(&handle, bytes, &properties, 0) == CUDA_SUCCESS);
     Cleanup handleBack([&] { return releaseHandle(handle); });
