@@ -242,13 +242,17 @@ std::string readText(const std::string& path) {
     return text.str();
 }
 
-std::string buildOutsideBlock(const std::string& readme) {
-    const std::string begin = "<!-- build-outside:begin -->\n```sh\n";
-    const std::string end = "\n```\n<!-- build-outside:end -->";
+std::string markedBlock(const std::string& readme, const std::string& marker, const std::string& fence) {
+    const std::string begin = "<!-- " + marker + ":begin -->\n```" + fence + "\n";
+    const std::string end = "\n```\n<!-- " + marker + ":end -->";
     const auto from = readme.find(begin);
     const auto to = readme.find(end);
     if (from == std::string::npos || to == std::string::npos || to < from + begin.size()) return "";
     return readme.substr(from + begin.size(), to - from - begin.size());
+}
+
+std::string buildOutsideBlock(const std::string& readme) {
+    return markedBlock(readme, "build-outside", "sh");
 }
 
 std::string outsideDir(const std::string& lesson) {

@@ -79,6 +79,9 @@ std::vector<RunResult> runPrograms(const std::vector<Job>& jobs);
 RunResult defaultRun(const std::string& lesson, const std::string& program = "");
 // A whole file as text (empty when it cannot be read).
 std::string readText(const std::string& path);
+// The text of a README block between "<!-- MARKER:begin -->" and "<!-- MARKER:end -->", without its
+// ```FENCE fence; empty when the README has no such block.
+std::string markedBlock(const std::string& readme, const std::string& marker, const std::string& fence);
 // The commands of a README's "Build it outside the course" block, without the ```sh fence.
 std::string buildOutsideBlock(const std::string& readme);
 // Building every lesson outside the course: each lesson folder and common/ copied into an empty

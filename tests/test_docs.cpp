@@ -19,12 +19,7 @@ namespace {
 
 // The text between the expected-output markers, without the ```text fence.
 std::string expectedBlock(const std::string& readme) {
-    const std::string begin = "<!-- expected-output:begin -->\n```text\n";
-    const std::string end = "\n```\n<!-- expected-output:end -->";
-    const auto from = readme.find(begin);
-    const auto to = readme.find(end);
-    if (from == std::string::npos || to == std::string::npos || to < from + begin.size()) return "";
-    return readme.substr(from + begin.size(), to - from - begin.size());
+    return markedBlock(readme, "expected-output", "text");
 }
 
 // "NAME | devices: N" from the README's "<!-- captured-on: NAME | devices: N -->" marker.
