@@ -24,7 +24,7 @@
 #include "../common/check_driver.h"
 #include "../common/course_util.h"
 #include "cubin_arch.h"
-#include "dram_peak.h"
+#include "../common/dram_peak.h"
 #include "driver_env.h"
 #include "launch_timing.h"
 #include "runtime_launch.h"
@@ -58,7 +58,7 @@ void benchVectorAdd(CUdevice device, CUfunction vectorAdd, course::Verdict& verd
     int busWidthBits = 0;
     CHECK_DRIVER(cuDeviceGetAttribute(&memoryClockKHz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, device));
     CHECK_DRIVER(cuDeviceGetAttribute(&busWidthBits, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, device));
-    const double peakGBs = lesson06::dramPeakGBs(memoryClockKHz, busWidthBits);
+    const double peakGBs = course::dramPeakGBs(memoryClockKHz, busWidthBits);
 
     CUdeviceptr a = 0;
     CUdeviceptr b = 0;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "06-module-and-launch/cubin_arch.h"
-#include "06-module-and-launch/dram_peak.h"
+#include "common/dram_peak.h"
 #include "06-module-and-launch/launch_limits.h"
 #include "06-module-and-launch/param_buffer.h"
 #include "06-module-and-launch/param_types.h"
@@ -220,7 +220,7 @@ TEST_CASE("Each lesson 06 program rejects an unknown argument with a usage line 
 
 TEST_CASE("Lesson 06's DRAM peak is 2 x memory clock x bus width / 8, checked with real devices' attributes",
           "[cpu][lesson06]") {
-    using lesson06::dramPeakGBs;
+    using course::dramPeakGBs;
     // H100 SXM (HBM3): 2619000 kHz, 5120 bits -> 3352.3 GB/s, the 3.35 TB/s of its data sheet.
     CHECK(dramPeakGBs(2619000, 5120) > 3352.3);
     CHECK(dramPeakGBs(2619000, 5120) < 3352.4);

@@ -7,7 +7,7 @@
 // as wide as the bus. H100 SXM: 2 x 2619000 kHz x 5120 bits / 8 = 3352.3 GB/s.
 #pragma once
 
-namespace lesson06 {
+namespace course {
 
 // GB/s (10^9 bytes per second). 0 when the driver reports no clock or no width, as it may
 // for memory it does not own (integrated GPUs share the system's).
@@ -18,4 +18,4 @@ constexpr double dramPeakGBs(long long memoryClockKHz, long long busWidthBits) {
     return transfersPerSecond * bytesPerTransfer / 1e9;
 }
 
-}  // namespace lesson06
+}  // namespace course
