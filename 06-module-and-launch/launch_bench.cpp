@@ -23,8 +23,8 @@
 
 #include "../common/check_driver.h"
 #include "../common/course_util.h"
-#include "cubin_arch.h"
 #include "../common/dram_peak.h"
+#include "cubin_arch.h"
 #include "driver_env.h"
 #include "launch_timing.h"
 #include "runtime_launch.h"
