@@ -1,0 +1,148 @@
+// Lesson 19, program 4 of 5 — surface objects: a kernel that writes an image into a CUDA array.
+//
+// A texture reads an array; a surface object (cuSurfObjectCreate) lets a kernel read and write one,
+// by integer coordinates, with x in bytes. The array must be made for it: cuArray3DCreate with
+// CUDA_ARRAY3D_SURFACE_LDST (cuArrayCreate has no flags). This program shows what the driver answers
+// for a surface over an ordinary array, writes an image through a surface, reads it back with cuMemcpy2D,
+// and then reads it once more through a texture over the same array — in a later kernel, because
+// within one kernel texture fetches are not kept coherent with that kernel's surface writes.
+//
+//   surfaces [--device N]
+#include <cuda.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+#include "texture_helpers.h"
+
+namespace {
+
+constexpr int kWidth = 1000;
+constexpr int kHeight = 600;
+
+// How many texels differ from x + kWidth * y, the value writeThroughSurface writes.
+size_t wrongTexels(const std::vector<float>& image) {
+    size_t wrong = 0;
+    for (int y = 0; y < kHeight; ++y)
+        for (int x = 0; x < kWidth; ++x) wrong += image[y * kWidth + x] != static_cast<float>(x + kWidth * y);
+    return wrong;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    course::Arguments args;
+    if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
+    const int ordinal = args.deviceOrdinal();
+    course::Verdict verdict;
+
+    course::printStep(1, "initialise the driver, the primary context, the kernels");
+    CHECK_DRIVER(cuInit(0));
+    CUdevice device = 0;
+    CHECK_DRIVER(cuDeviceGet(&device, ordinal));
+    char name[256] = {};
+    CHECK_DRIVER(cuDeviceGetName(name, sizeof(name), device));
+    std::printf("device %d name: %s\n", ordinal, name);
+    CUcontext context = nullptr;
+    CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
+    CHECK_DRIVER(cuCtxSetCurrent(context));
+    CUmodule module = nullptr;
+    CHECK_DRIVER(cuModuleLoad(&module, course::kernelPath("surfaces.fatbin").c_str()));
+    CUfunction writeThroughSurface = nullptr;
+    CUfunction readThroughTexture = nullptr;
+    CHECK_DRIVER(cuModuleGetFunction(&writeThroughSurface, module, "writeThroughSurface"));
+    CHECK_DRIVER(cuModuleGetFunction(&readThroughTexture, module, "readThroughTexture"));
+
+    // Step 2: the flag that makes an array usable by surfaces. cuda.h documents
+    // CUDA_ARRAY3D_SURFACE_LDST for surface references; the programming guide says a surface object
+    // reads and writes an array "created with the cudaArraySurfaceLoadStore flag" (the runtime's name
+    // for it). Whether cuSurfObjectCreate refuses an array without it is shown, not checked: the
+    // object is destroyed unused, and the lesson writes only through an array made with the flag.
+    course::printStep(2, "an array made without CUDA_ARRAY3D_SURFACE_LDST");
+    CUDA_ARRAY3D_DESCRIPTOR desc{};
+    desc.Width = kWidth;
+    desc.Height = kHeight;
+    desc.Depth = 0;  // 0: a 2D array
+    desc.Format = CU_AD_FORMAT_FLOAT;
+    desc.NumChannels = 1;
+    desc.Flags = 0;
+    CUarray plain = nullptr;
+    CHECK_DRIVER(cuArray3DCreate(&plain, &desc));
+    const CUDA_RESOURCE_DESC plainResource = lesson19::arrayResource(plain);
+    CUsurfObject unflagged = 0;
+    const CUresult plainResult = REPORT_DRIVER(cuSurfObjectCreate(&unflagged, &plainResource));
+    std::printf("cuSurfObjectCreate over an array without CUDA_ARRAY3D_SURFACE_LDST: %s\n",
+                course::driverErrorName(plainResult));
+    if (plainResult == CUDA_SUCCESS) CHECK_DRIVER(cuSurfObjectDestroy(unflagged));
+    CHECK_DRIVER(cuArrayDestroy(plain));
+
+    // Step 3: the same array with the flag, zeroed from the host (an array has no memset), a surface
+    // over it, and one thread per texel writing x + width * y through it.
+    course::printStep(3, "a kernel writes an image through a surface (cuSurfObjectCreate)");
+    desc.Flags = CUDA_ARRAY3D_SURFACE_LDST;
+    CUarray array = nullptr;
+    CHECK_DRIVER(cuArray3DCreate(&array, &desc));
+    const std::vector<float> zeros(static_cast<size_t>(kWidth) * kHeight, 0.0f);
+    lesson19::copyToArray(array, zeros.data(), kWidth * sizeof(float), kHeight);
+    const CUDA_RESOURCE_DESC resource = lesson19::arrayResource(array);
+    CUsurfObject surface = 0;
+    CHECK_DRIVER(cuSurfObjectCreate(&surface, &resource));
+    int width = kWidth;
+    int height = kHeight;
+    void* writeParams[] = {&surface, &width, &height};
+    const unsigned int gridX = (kWidth + 15) / 16;
+    const unsigned int gridY = (kHeight + 15) / 16;
+    CHECK_DRIVER(cuLaunchKernel(writeThroughSurface, gridX, gridY, 1, 16, 16, 1, 0, nullptr, writeParams, nullptr));
+    std::vector<float> written(zeros.size(), 0.0f);
+    CUDA_MEMCPY2D out{};  // array -> host, after the kernel (cuMemcpy2D waits for the null stream's work)
+    out.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+    out.srcArray = array;
+    out.dstMemoryType = CU_MEMORYTYPE_HOST;
+    out.dstHost = written.data();
+    out.dstPitch = kWidth * sizeof(float);
+    out.WidthInBytes = kWidth * sizeof(float);
+    out.Height = kHeight;
+    CHECK_DRIVER(cuMemcpy2D(&out));
+    const size_t wrongWritten = wrongTexels(written);
+    std::printf("image written through the surface: %d x %d texels, wrong: %zu\n", kWidth, kHeight, wrongWritten);
+    verdict.check("the image written through the surface reads back exactly", wrongWritten == 0);
+
+    // Step 4: a texture over the same array, read by the next kernel into pitched memory. The
+    // surface kernel has finished by then (same stream), so the fetches see its writes.
+    course::printStep(4, "a later kernel reads the same array through a texture");
+    const CUDA_TEXTURE_DESC textureDesc = lesson19::textureDesc(CU_TR_ADDRESS_MODE_CLAMP, CU_TR_FILTER_MODE_POINT, 0);
+    CUtexObject texture = 0;
+    CHECK_DRIVER(cuTexObjectCreate(&texture, &resource, &textureDesc, nullptr));
+    CUdeviceptr copy = 0;
+    size_t pitch = 0;
+    CHECK_DRIVER(cuMemAllocPitch(&copy, &pitch, kWidth * sizeof(float), kHeight, sizeof(float)));
+    void* readParams[] = {&texture, &copy, &pitch, &width, &height};
+    CHECK_DRIVER(cuLaunchKernel(readThroughTexture, gridX, gridY, 1, 16, 16, 1, 0, nullptr, readParams, nullptr));
+    std::vector<float> read(zeros.size(), 0.0f);
+    CUDA_MEMCPY2D back{};
+    back.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    back.srcDevice = copy;
+    back.srcPitch = pitch;
+    back.dstMemoryType = CU_MEMORYTYPE_HOST;
+    back.dstHost = read.data();
+    back.dstPitch = kWidth * sizeof(float);
+    back.WidthInBytes = kWidth * sizeof(float);
+    back.Height = kHeight;
+    CHECK_DRIVER(cuMemcpy2D(&back));
+    const size_t wrongRead = wrongTexels(read);
+    std::printf("image read through a texture by the next kernel: wrong texels: %zu\n", wrongRead);
+    verdict.check("a later kernel reads the surface's writes through a texture", wrongRead == 0);
+
+    // Step 5: the objects before the array they describe.
+    course::printStep(5, "release everything: texture and surface objects before the array");
+    CHECK_DRIVER(cuMemFree(copy));
+    CHECK_DRIVER(cuTexObjectDestroy(texture));
+    CHECK_DRIVER(cuSurfObjectDestroy(surface));
+    CHECK_DRIVER(cuArrayDestroy(array));
+    CHECK_DRIVER(cuModuleUnload(module));
+    CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+    std::printf("texture and surface objects, memory, array, module and primary context: released\n");
+    return verdict.finish();
+}

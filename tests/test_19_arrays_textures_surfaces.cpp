@@ -1,0 +1,306 @@
+#include <cuda.h>
+#include <catch2/catch_approx.hpp>
+#include <catch2/catch_test_macros.hpp>
+
+#include <cmath>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "19-arrays-textures-surfaces/texture_reference.h"
+#include "tests/harness.h"
+
+using namespace harness;
+
+namespace {
+
+const std::string kLesson = "19-arrays-textures-surfaces";
+const std::vector<std::string> kPrograms = {"pitched_and_arrays", "filtering", "address_and_read_modes", "surfaces",
+                                            "copy_and_stencil"};
+
+// The number a labelled value starts with ("4096 bytes, 100 bytes of padding" -> 4096).
+double leadingNumber(const std::optional<std::string>& value) {
+    REQUIRE(value);
+    return std::stod(*value);
+}
+
+// Whether the program printed "check NAME: ok" (its own verdict on NAME).
+bool checkOk(const std::string& out, const std::string& name) {
+    return valueOf(out, "check " + name) == "ok";
+}
+
+// A plain run of one program that must pass with every check held.
+RunResult passingRun(const std::string& program) {
+    const RunResult r = defaultRun(kLesson, program);
+    attachToReport(r);
+    requireRan(r);
+    CHECK(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    requireChecksHeld(r);
+    return r;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// CPU: no driver needed.
+
+TEST_CASE("Lesson 19 runs its five programs in order", "[cpu][lesson19]") {
+    CHECK(lessonPrograms(kLesson) == kPrograms);
+}
+
+TEST_CASE("Lesson 19 rejects unknown or incomplete arguments with a usage line and exit 2", "[cpu][lesson19]") {
+    const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+        {"pitched_and_arrays", {"--bench"}},  // only copy_and_stencil has a benchmark
+        {"filtering", {"--device"}},         {"address_and_read_modes", {"--mode", "wrap"}},
+        {"surfaces", {"--device", "one"}},   {"copy_and_stencil", {"--size", "8192"}},
+    };
+    for (const auto& [program, args] : cases) checkRefusesArguments(kLesson, args, program);
+}
+
+TEST_CASE("Lesson 19's filter model keeps 8 bits of weight fraction, 1.0 included", "[cpu][lesson19]") {
+    using lesson19::Weights;
+    // A quarter of an 8-bit step: both roundings give k / 256; three quarters: they differ.
+    CHECK(lesson19::weight((5 + 0.25) / 256, Weights::roundToNearest) == 5.0 / 256);
+    CHECK(lesson19::weight((5 + 0.25) / 256, Weights::truncate) == 5.0 / 256);
+    CHECK(lesson19::weight((5 + 0.75) / 256, Weights::roundToNearest) == 6.0 / 256);
+    CHECK(lesson19::weight((5 + 0.75) / 256, Weights::truncate) == 5.0 / 256);
+    CHECK(lesson19::weight(0.999, Weights::roundToNearest) == 1.0);  // "1.0 is exactly represented"
+    CHECK(lesson19::weight(0.3, Weights::exact) == 0.3);
+    // At a texel centre the filter returns the texel; halfway between two, their mean.
+    const std::vector<float> texels = lesson19::texelImage();
+    const int w = lesson19::kTexWidth;
+    const int h = lesson19::kTexHeight;
+    CHECK(lesson19::bilinear(texels, w, h, 3.5, 2.5, Weights::roundToNearest) == lesson19::texelValue(3, 2));
+    CHECK(lesson19::bilinear(texels, w, h, 4.0, 2.5, Weights::roundToNearest) ==
+          (lesson19::texelValue(3, 2) + lesson19::texelValue(4, 2)) / 2.0);
+}
+
+TEST_CASE("Lesson 19's quarter-step samples tell the 8-bit model from the exact one", "[cpu][lesson19]") {
+    using lesson19::Weights;
+    const std::vector<lesson19::Sample> samples = lesson19::betweenCentres(0.25);
+    CHECK(samples.size() == static_cast<size_t>((lesson19::kTexWidth - 1) * (lesson19::kTexHeight - 1)));
+    const std::vector<float> texels = lesson19::texelImage();
+    std::vector<float> quantized;
+    for (const auto& s : samples)
+        quantized.push_back(static_cast<float>(
+            lesson19::bilinear(texels, lesson19::kTexWidth, lesson19::kTexHeight, s.x, s.y, Weights::roundToNearest)));
+    // The float-rounded 8-bit model is within float rounding of itself; the exact model is a quarter
+    // of an 8-bit step times the texel differences away.
+    CHECK(lesson19::largestDifference(quantized, samples, Weights::roundToNearest, 1.0) < 1e-4);
+    CHECK(lesson19::largestDifference(quantized, samples, Weights::exact, 1.0) > 0.1);
+    for (const auto& s : samples) {
+        const double fraction = s.x - 0.5 - std::floor(s.x - 0.5);
+        CHECK(fraction * 256 - std::floor(fraction * 256) == 0.25);  // a quarter step past k / 256, exactly
+    }
+}
+
+TEST_CASE("Lesson 19's address rule: clamp, wrap, mirror and border two texels beyond each edge", "[cpu][lesson19]") {
+    constexpr int n = 16;
+    auto at = [](CUaddress_mode mode, int texel) { return lesson19::addressedTexel(mode, (texel + 0.5) / n, n); };
+    const std::vector<int> texels = {-2, -1, n, n + 1};
+    const std::vector<std::pair<CUaddress_mode, std::vector<int>>> rules = {
+        {CU_TR_ADDRESS_MODE_CLAMP, {0, 0, 15, 15}},
+        {CU_TR_ADDRESS_MODE_WRAP, {14, 15, 0, 1}},
+        {CU_TR_ADDRESS_MODE_MIRROR, {1, 0, 15, 14}},
+        {CU_TR_ADDRESS_MODE_BORDER, {-1, -1, -1, -1}},
+    };
+    for (const auto& [mode, expected] : rules)
+        for (size_t i = 0; i < texels.size(); ++i) {
+            INFO("mode " << mode << ", texel " << texels[i]);
+            CHECK(at(mode, texels[i]) == expected[i]);
+        }
+    for (const CUaddress_mode mode :
+         {CU_TR_ADDRESS_MODE_CLAMP, CU_TR_ADDRESS_MODE_WRAP, CU_TR_ADDRESS_MODE_MIRROR, CU_TR_ADDRESS_MODE_BORDER})
+        for (int texel = 0; texel < n; ++texel) CHECK(at(mode, texel) == texel);  // inside, every mode agrees
+}
+
+// ---------------------------------------------------------------------------
+// GPU: the lesson's own checks, read from its output.
+
+TEST_CASE("Lesson 19 pitched_and_arrays: the pitch is padded and aligned, every copy exact, bad copies refused",
+          "[gpu][lesson19]") {
+    requireGpu();
+    const RunResult r = passingRun("pitched_and_arrays");
+    const std::regex pitchLine("([0-9]+) bytes, ([0-9]+) bytes of padding per row");
+    std::smatch m;
+    const std::string pitchValue = valueOf(r.out, "pitch (cuMemAllocPitch)").value_or("");
+    REQUIRE(std::regex_match(pitchValue, m, pitchLine));
+    const unsigned long pitch = std::stoul(m[1]);
+    const unsigned long alignment =
+        static_cast<unsigned long>(leadingNumber(valueOf(r.out,
+                                                         "texture pitch alignment "
+                                                         "(CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT)")));
+    REQUIRE(alignment > 0);
+    CHECK(pitch >= 999 * 4);
+    CHECK(pitch % alignment == 0);
+    CHECK(pitch - std::stoul(m[2]) == 999 * 4);
+    CHECK(valueOf(r.out, "copy of a " + std::to_string(pitch + 4) + "-byte row into a " + std::to_string(pitch) +
+                             "-byte pitch") == "CUDA_ERROR_INVALID_VALUE");
+    // cuda.h forbids it; what this driver answers is shown, not promised.
+    CHECK(valueOf(r.out, "copy into the array at dstXInBytes 2, half an element (cuda.h forbids it)"));
+    CHECK(valueOf(r.out, "2D array (cuArrayGetDescriptor)") == "999 x 300, format 0x20, 1 channel(s)");
+    CHECK(valueOf(r.out, "3D array (cuArray3DGetDescriptor)") == "64 x 32 x 16, format 0x20, 2 channel(s), flags 0");
+    for (const char* name :
+         {"the image comes back from pitched memory exactly",
+          "the rectangle read holds exactly the image's texels there",
+          "the rectangle written landed in place and nothing else changed",
+          "the pitched image comes back from the 2D array exactly", "the volume comes back from the 3D array exactly",
+          "the box read from the 3D array holds exactly the volume's texels there"}) {
+        INFO(name);
+        CHECK(checkOk(r.out, name));
+    }
+    CHECK(valueOf(r.out, "arrays, pitched image and primary context") == "released");
+}
+
+TEST_CASE("Lesson 19 filtering: point sampling exact, linear-filter weights exactly the 8-bit model's",
+          "[gpu][lesson19]") {
+    requireGpu();
+    const RunResult r = passingRun("filtering");
+    CHECK(valueOf(r.out, "point samples inside texels") == "384, equal to their texel: 384");
+    // The weight of fraction (100 + 1/4) / 256 is 100 / 256 with 8 bits of fraction.
+    CHECK(valueOf(r.out, "weights measured at fractions (k + 1/4) / 256, k = 0..255") ==
+          "256, e.g. k = 100: 0.39062500 = 100 / 256");
+    CHECK(leadingNumber(valueOf(r.out, "largest difference from the model's 8-bit weight")) == 0.0);
+    CHECK(leadingNumber(valueOf(r.out, "largest difference from the exact fraction")) ==
+          Catch::Approx(1.0 / 1024).epsilon(0.01));
+    CHECK(valueOf(r.out, "weights at (k + 3/4) / 256 (the guide does not say how the fraction is rounded)"));
+    // The image's filtered values are only shown against the model (the guide gives no precision for
+    // the arithmetic); 1 % of the largest texel still tells a blend from a wrong texel (tens apart).
+    CHECK(leadingNumber(valueOf(r.out, "largest difference from the model with 8-bit weights")) < 0.01 * 255);
+    CHECK(valueOf(r.out, "linear samples over pitched memory equal to those over the array") == "all");
+    const std::regex unaligned("texture over a pitch of 68 bytes \\(alignment [0-9]+\\): CUDA_ERROR_INVALID_VALUE");
+    CHECK(std::regex_search(r.out, unaligned));
+    CHECK(valueOf(r.out, "texture objects, pitched memory, array, module and primary context") == "released");
+}
+
+TEST_CASE("Lesson 19 address_and_read_modes: every mode reads the rule's texel, bytes read as integers and as b / 255",
+          "[gpu][lesson19]") {
+    requireGpu();
+    const RunResult r = passingRun("address_and_read_modes");
+    // "wrap (fetched/rule): 180/180 ...": eight samples, each fetched value equal to the rule's.
+    for (const char* mode : {"clamp", "wrap", "mirror", "border"}) {
+        INFO(mode);
+        const auto value = valueOf(r.out, std::string(mode) + " (fetched/rule)");
+        REQUIRE(value);
+        const std::regex pair("(-?[0-9.]+)/(-?[0-9.]+)");
+        int pairs = 0;
+        for (std::sregex_iterator it(value->begin(), value->end(), pair), end; it != end; ++it, ++pairs)
+            CHECK((*it)[1] == (*it)[2]);
+        CHECK(pairs == 8);
+    }
+    CHECK(valueOf(r.out, "border (fetched/rule)") == "-1/-1 -1/-1 -1/-1 -1/-1 -1/-1 -1/-1 -1/-1 -1/-1");
+    // texel (x, y) = (53 x + 97 y) mod 256: (0, 0) = 0, (15, 7) = (795 + 679) mod 256 = 194.
+    CHECK(valueOf(r.out, "read as integers") == "texel (0, 0) = 0, texel (15, 7) = 194");
+    CHECK(leadingNumber(valueOf(r.out, "largest difference from byte / 255")) <= std::ldexp(1.0, -23));
+    CHECK(leadingNumber(valueOf(r.out,
+                                "linear filtering of normalized bytes, largest difference from the "
+                                "8-bit-weight model")) <= 1.0 / 255);
+    CHECK(valueOf(r.out, "texture objects, arrays, module and primary context") == "released");
+}
+
+TEST_CASE("Lesson 19 surfaces: a kernel's surface writes read back exactly, by copy and by a later texture fetch",
+          "[gpu][lesson19]") {
+    requireGpu();
+    const RunResult r = passingRun("surfaces");
+    CHECK(valueOf(r.out, "cuSurfObjectCreate over an array without CUDA_ARRAY3D_SURFACE_LDST"));
+    CHECK(valueOf(r.out, "image written through the surface") == "1000 x 600 texels, wrong: 0");
+    CHECK(valueOf(r.out, "image read through a texture by the next kernel") == "wrong texels: 0");
+    CHECK(valueOf(r.out, "texture and surface objects, memory, array, module and primary context") == "released");
+}
+
+TEST_CASE("Lesson 19 copy_and_stencil: both copies and both stencils are exact; the plain run times nothing",
+          "[gpu][lesson19]") {
+    requireGpu();
+    const RunResult r = passingRun("copy_and_stencil");
+    CHECK(valueOf(r.out, "sub-rectangle") == "750 x 450 floats from (125, 75) to (62, 37)");
+    CHECK(valueOf(r.out, "cuMemcpyDtoD calls") == "450; texels wrong in the destination: 0");
+    CHECK(valueOf(r.out, "texels that differ from the host's stencil") == "through a texture 0, with global loads 0");
+    CHECK(valueOf(r.out, "benchmarks") == "not run (add --bench)");
+    CHECK_FALSE(contains(r.out, "bench: "));
+}
+
+TEST_CASE("Lesson 19 copy_and_stencil --bench: rates below the DRAM peak, one cuMemcpy2D beats a copy per row",
+          "[gpu][lesson19][bench]") {
+    requireGpu();
+    RunOptions options;
+    options.args = {"--bench"};
+    const RunResult r = runLesson(kLesson, options, "copy_and_stencil");
+    attachToReport(r);
+    requireRan(r);
+    CHECK(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    CHECK(contains(r.out, "benchmarks on: "));
+    const double peak = benchValue(r.out, "DRAM peak (2 x memory clock x bus width / 8)");
+    for (const char* metric : {"cuMemcpyDtoD whole image (read + write)", "cuMemcpy2D sub-rectangle (read + write)",
+                               "row-by-row cuMemcpyDtoD sub-rectangle", "stencil through a texture (read + write)",
+                               "stencil with global loads (read + write)"}) {
+        INFO(metric);
+        CHECK(benchValue(r.out, metric) > 0.0);
+        // Every image here is larger than any L2 cache, so no rate can pass the DRAM's own peak.
+        if (peak > 0.0) CHECK(benchValue(r.out, std::string(metric) + " share of DRAM peak") <= 100.0);
+    }
+    // One call against 6144 calls: the direction the README states, with a margin of many times.
+    CHECK(benchValue(r.out, "cuMemcpy2D / row-by-row cuMemcpyDtoD") > 1.0);
+    CHECK(benchValue(r.out, "stencil texture / global loads") > 0.0);
+}
+
+// ---------------------------------------------------------------------------
+// GPU: the same driver behaviour, checked directly through the driver.
+
+TEST_CASE("cuMemAllocPitch pads every width to a multiple of the texture pitch alignment", "[gpu][lesson19]") {
+    requireGpu();
+    CurrentPrimaryContext context;
+    auto allocPitch = DRIVER_FUNCTION(driver(), cuMemAllocPitch);
+    auto memFree = DRIVER_FUNCTION(driver(), cuMemFree);
+    auto attribute = DRIVER_FUNCTION(driver(), cuDeviceGetAttribute);
+    REQUIRE((allocPitch && memFree && attribute));
+    int alignment = 0;
+    REQUIRE(attribute(&alignment, CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, context.device()) == CUDA_SUCCESS);
+    REQUIRE(alignment > 0);
+    for (const size_t widthBytes : {4ul, 100ul, 3996ul, 4096ul, 65540ul}) {
+        INFO("width " << widthBytes << " bytes");
+        CUdeviceptr memory = 0;
+        size_t pitch = 0;
+        REQUIRE(allocPitch(&memory, &pitch, widthBytes, 16, 4) == CUDA_SUCCESS);
+        CHECK(memFree(memory) == CUDA_SUCCESS);
+        CHECK(pitch >= widthBytes);
+        CHECK(pitch % static_cast<size_t>(alignment) == 0);
+    }
+}
+
+TEST_CASE("A 2D array made by cuArray3DCreate with Depth 0 reads back as 2D with its flags, and takes a surface",
+          "[gpu][lesson19]") {
+    requireGpu();
+    CurrentPrimaryContext context;
+    auto create = DRIVER_FUNCTION(driver(), cuArray3DCreate);
+    auto describe = DRIVER_FUNCTION(driver(), cuArray3DGetDescriptor);
+    auto destroy = DRIVER_FUNCTION(driver(), cuArrayDestroy);
+    auto surfCreate = DRIVER_FUNCTION(driver(), cuSurfObjectCreate);
+    auto surfDestroy = DRIVER_FUNCTION(driver(), cuSurfObjectDestroy);
+    REQUIRE((create && describe && destroy && surfCreate && surfDestroy));
+    CUDA_ARRAY3D_DESCRIPTOR desc{};
+    desc.Width = 128;
+    desc.Height = 64;
+    desc.Format = CU_AD_FORMAT_UNSIGNED_INT8;
+    desc.NumChannels = 4;
+    desc.Flags = CUDA_ARRAY3D_SURFACE_LDST;
+    CUarray array = nullptr;
+    REQUIRE(create(&array, &desc) == CUDA_SUCCESS);
+    Cleanup release([&] { return destroy(array); });
+    CUDA_ARRAY3D_DESCRIPTOR back{};
+    CHECK(describe(&back, array) == CUDA_SUCCESS);
+    CHECK(back.Width == 128);
+    CHECK(back.Height == 64);
+    CHECK(back.Depth == 0);
+    CHECK(back.Format == CU_AD_FORMAT_UNSIGNED_INT8);
+    CHECK(back.NumChannels == 4);
+    CHECK(back.Flags == CUDA_ARRAY3D_SURFACE_LDST);
+    CUDA_RESOURCE_DESC resource{};
+    resource.resType = CU_RESOURCE_TYPE_ARRAY;
+    resource.res.array.hArray = array;
+    CUsurfObject surface = 0;
+    REQUIRE(surfCreate(&surface, &resource) == CUDA_SUCCESS);
+    CHECK(surfDestroy(surface) == CUDA_SUCCESS);
+}
