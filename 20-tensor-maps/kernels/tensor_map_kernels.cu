@@ -1,0 +1,231 @@
+// Device code of lesson 20. The Makefile builds it to build/20-tensor-maps/kernels/
+// tensor_map_kernels.{ptx,cubin,fatbin}; the programs load the fatbin (tensor_maps.h says why).
+// extern "C" keeps the names unmangled for cuModuleGetFunction.
+//
+// Tensor maps and the instructions that use them exist from compute capability 9.0 on. The
+// kernel bodies that use them are compiled only for those SMs (__CUDA_ARCH__ >= 900); for older
+// ones (the .ptx file, built for compute_75, and the fatbin's sm_75 .. sm_89 code) the body is
+// __trap(), so a launch there fails loudly instead of doing nothing. The host programs never
+// launch these kernels below 9.0.
+//
+// The PTX instructions are written out as inline asm, so that the lesson shows what the
+// hardware is asked to do (libcu++'s cuda::ptx namespace wraps the same instructions). ptxas
+// (CUDA 13.0) refuses every one of them for sm_89 except mbarrier.init (sm_80 and newer), and
+// accepts every one for plain sm_90: none needs sm_90a. The "a" targets are for instructions
+// such as wgmma and setmaxnreg, which ptxas refuses for sm_90; code built for sm_90a runs only
+// on compute capability 9.0, while sm_90 code runs on 9.x and compute_90 PTX on newer GPUs too.
+#include <cuda.h>  // CUtensorMap: the 128-byte descriptor the kernels take by value
+
+#include <cstdint>
+
+#include "../tile_shape.h"
+
+using lesson20::kCopyCols;
+using lesson20::kCopyRows;
+using lesson20::kTileCols;
+using lesson20::kTileRows;
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define TENSOR_MAPS_AVAILABLE 1
+#else
+#define TENSOR_MAPS_AVAILABLE 0
+#endif
+
+#if TENSOR_MAPS_AVAILABLE
+// A shared-memory pointer as the 32-bit address the .shared instructions take.
+__device__ __forceinline__ unsigned int sharedAddress(const void* pointer) {
+    return static_cast<unsigned int>(__cvta_generic_to_shared(pointer));
+}
+
+// mbarrier.init: an mbarrier is a 64-bit object in shared memory that completes a "phase" once
+// the given number of threads have arrived and, since sm_90, once the byte count announced for
+// the phase ("transactions") has arrived too. One thread initialises it.
+__device__ __forceinline__ void barrierInit(std::uint64_t* barrier, unsigned int arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(sharedAddress(barrier)), "r"(arrivals) : "memory");
+}
+
+// fence.proxy.async.shared::cta: ordinary loads and stores reach shared memory through the
+// "generic proxy", the copy engine through the "async proxy". The fence orders this thread's
+// accesses through one proxy before its later accesses through the other. It is needed after
+// mbarrier.init (so that the copy engine sees an initialised barrier) and after threads wrote a
+// tile that a bulk store reads next (each writing thread fences, then the block synchronises).
+__device__ __forceinline__ void fenceProxyAsync() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// mbarrier.arrive.expect_tx: arrive once and announce `bytes` more bytes for the current phase.
+// The copies count them off as they land (their .mbarrier::complete_tx::bytes); the phase
+// completes when the arrivals and the bytes are all in.
+__device__ __forceinline__ void barrierArriveExpectBytes(std::uint64_t* barrier, unsigned int bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sharedAddress(barrier)), "r"(bytes)
+                 : "memory");
+}
+
+// mbarrier.try_wait.parity: has the phase of this parity completed? (The first phase has parity
+// 0.) try_wait may hold the thread for a while before it answers "not yet"; the loop asks again.
+__device__ __forceinline__ void barrierWait(std::uint64_t* barrier, unsigned int parity) {
+    unsigned int done = 0;
+    do {
+        asm volatile(
+            "{\n\t.reg .pred complete;\n\t"
+            "mbarrier.try_wait.parity.shared::cta.b64 complete, [%1], %2;\n\t"
+            "selp.u32 %0, 1, 0, complete;\n\t}"
+            : "=r"(done)
+            : "r"(sharedAddress(barrier)), "r"(parity)
+            : "memory");
+    } while (done == 0);
+}
+
+// cp.async.bulk.tensor.2d ... .tile (load): the copy engine reads the box whose first element is
+// column x, row y of the tensor that `map` describes (in elements, dimension 0 first; a box may
+// hang over the edge, even start before it) and writes it to shared memory as the map says:
+// swizzled or not, elements outside the tensor filled. .shared::cluster: the destination may be
+// in any block of a cluster (a block launched without one is a cluster of one);
+// .mbarrier::complete_tx::bytes: the bytes are counted off `barrier`. The map is addressed in
+// the kernel's parameter space: a __grid_constant__ parameter has an address there.
+__device__ __forceinline__ void loadTile(void* tile, const CUtensorMap& map, int x, int y, std::uint64_t* barrier) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+        "[%4];" ::"r"(sharedAddress(tile)),
+        "l"(reinterpret_cast<std::uint64_t>(&map)), "r"(x), "r"(y), "r"(sharedAddress(barrier))
+        : "memory");
+}
+
+// cp.async.bulk.tensor.2d ... .tile (store): the copy engine reads the tile from shared memory
+// and writes it to the box at column x, row y; elements of the box outside the tensor are not
+// written. .bulk_group: completion is tracked per thread, in groups (below).
+__device__ __forceinline__ void storeTile(const CUtensorMap& map, int x, int y, const void* tile) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
+                     reinterpret_cast<std::uint64_t>(&map)),
+                 "r"(x), "r"(y), "r"(sharedAddress(tile))
+                 : "memory");
+}
+
+// cp.async.bulk.commit_group closes a group of this thread's bulk stores; wait_group.read 0
+// waits until the copy engine has read the shared memory of every committed group, so the
+// block may reuse it or exit. (Without .read it would also wait for the writes to global memory.)
+__device__ __forceinline__ void commitStoresAndWaitForReads() {
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+
+// ld.shared.v4.f32: 16 bytes from shared memory. asm volatile keeps every read in the timed
+// loop, where the compiler could otherwise keep values it already read in registers.
+__device__ __forceinline__ float4 loadShared16(unsigned int address) {
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(address)
+                 : "memory");
+    return v;
+}
+
+// One thread loads the box at (x, y) into `tile`; every thread of the block waits for it.
+__device__ __forceinline__ void loadTileForBlock(void* tile, unsigned int bytes, const CUtensorMap& map, int x, int y,
+                                                 std::uint64_t* barrier) {
+    if (threadIdx.x == 0) {
+        barrierInit(barrier, 1);
+        fenceProxyAsync();
+    }
+    __syncthreads();  // no thread waits on the barrier before it is initialised
+    if (threadIdx.x == 0) {
+        barrierArriveExpectBytes(barrier, bytes);
+        loadTile(tile, map, x, y, barrier);
+    }
+    barrierWait(barrier, 0);
+}
+#endif
+
+// tile_copy: block (bx, by) loads the box at column bx * kTileCols, row by * kTileRows of
+// `input`, replaces each element v by 2 v + 1 in shared memory, and stores the box at the same
+// place of `output`. The last block (bottom right: its box hangs over the matrix's edge) also
+// writes the box as it was loaded, out-of-bounds fill included, to edgeBox (row-major floats).
+extern "C" __global__ void transformTiles(const __grid_constant__ CUtensorMap input,
+                                          const __grid_constant__ CUtensorMap output, float* edgeBox) {
+#if TENSOR_MAPS_AVAILABLE
+    // Without swizzle a tensor copy needs a 128-byte aligned shared-memory address.
+    __shared__ __align__(128) float tile[kTileRows * kTileCols];
+    __shared__ std::uint64_t barrier;
+    const int x = static_cast<int>(blockIdx.x * kTileCols);
+    const int y = static_cast<int>(blockIdx.y * kTileRows);
+    loadTileForBlock(tile, sizeof(tile), input, x, y, &barrier);
+    const bool edge = blockIdx.x == gridDim.x - 1 && blockIdx.y == gridDim.y - 1;
+    for (unsigned int i = threadIdx.x; i < kTileRows * kTileCols; i += blockDim.x) {
+        if (edge) edgeBox[i] = tile[i];
+        tile[i] = 2.0f * tile[i] + 1.0f;
+    }
+    fenceProxyAsync();  // this thread's writes to the tile, before the copy engine reads it
+    __syncthreads();    // every thread's writes, before thread 0 starts the store
+    if (threadIdx.x == 0) {
+        storeTile(output, x, y, tile);
+        commitStoresAndWaitForReads();
+    }
+#else
+    __trap();
+#endif
+}
+
+// swizzle_bench: every block loads the box at (0, 0) of `map` (kTileRows rows of 128 bytes;
+// swizzled or not, as the map says, and `swizzled` tells the kernel which). Then, `rounds`
+// times, warp w reads a column of 16-byte chunks: lane l reads chunk j = (w + round) % 8 of row
+// l — where the 128-byte swizzle put it, when `swizzled` — and adds (j + 1) times the sum of its
+// 4 floats to its total (weighted, so that a chunk read from the wrong place changes the total).
+// sums[block * blockDim + thread] gets each thread's total; block 0 also writes the tile as it
+// lies in shared memory to rawTile (kTileRows * kTileCols floats).
+extern "C" __global__ void readColumns(const __grid_constant__ CUtensorMap map, int swizzled, int rounds, float* sums,
+                                       float* rawTile) {
+#if TENSOR_MAPS_AVAILABLE
+    // 128-byte swizzle: the pattern is computed from the shared-memory address and repeats every
+    // 1024 bytes, so the tile starts on a 1024-byte boundary and row 0 starts the pattern.
+    __shared__ __align__(1024) float tile[kTileRows * kTileCols];
+    __shared__ std::uint64_t barrier;
+    loadTileForBlock(tile, sizeof(tile), map, 0, 0, &barrier);
+    if (blockIdx.x == 0)
+        for (unsigned int i = threadIdx.x; i < kTileRows * kTileCols; i += blockDim.x) rawTile[i] = tile[i];
+    const unsigned int lane = threadIdx.x % 32;  // = the row this thread reads (kTileRows is 32)
+    const unsigned int warp = threadIdx.x / 32;
+    const unsigned int row = sharedAddress(tile) + lane * kTileCols * sizeof(float);
+    float sum = 0.0f;
+    for (int round = 0; round < rounds; ++round) {
+        const unsigned int chunk = (warp + static_cast<unsigned int>(round)) % 8;
+        // The 128-byte swizzle: the 16-byte chunk index (address bits 4-6) XOR the row within
+        // the 1024-byte pattern (address bits 7-9).
+        const unsigned int place = swizzled ? chunk ^ (lane % 8) : chunk;
+        const float4 v = loadShared16(row + place * 16);
+        sum += static_cast<float>(chunk + 1) * (v.x + v.y + v.z + v.w);
+    }
+    sums[blockIdx.x * blockDim.x + threadIdx.x] = sum;
+#else
+    __trap();
+#endif
+}
+
+// swizzle_bench's copy: each block, of one thread, copies one kCopyCols x kCopyRows box from
+// `source` to `destination` through shared memory; the thread only starts the copies and waits.
+extern "C" __global__ void copyTiles(const __grid_constant__ CUtensorMap source,
+                                     const __grid_constant__ CUtensorMap destination) {
+#if TENSOR_MAPS_AVAILABLE
+    __shared__ __align__(128) float tile[kCopyRows * kCopyCols];
+    __shared__ std::uint64_t barrier;
+    const int x = static_cast<int>(blockIdx.x * kCopyCols);
+    const int y = static_cast<int>(blockIdx.y * kCopyRows);
+    barrierInit(&barrier, 1);
+    fenceProxyAsync();
+    barrierArriveExpectBytes(&barrier, sizeof(tile));
+    loadTile(tile, source, x, y, &barrier);
+    barrierWait(&barrier, 0);
+    storeTile(destination, x, y, tile);
+    commitStoresAndWaitForReads();
+#else
+    __trap();
+#endif
+}
+
+// swizzle_bench's comparison: the plain coalesced copy, 16 bytes per thread and step, with a
+// grid-stride loop (any grid size covers all `count` float4s).
+extern "C" __global__ void copyFloat4(const float4* __restrict__ source, float4* __restrict__ destination,
+                                      unsigned long long count) {
+    for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x; i < count;
+         i += static_cast<unsigned long long>(gridDim.x) * blockDim.x)
+        destination[i] = source[i];
+}
