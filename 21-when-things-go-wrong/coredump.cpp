@@ -1,0 +1,228 @@
+// Lesson 21, program 4 — a GPU coredump of a kernel that faults.
+//
+// With GPU coredumps on, the driver writes what the GPU held when a kernel raised an exception to a
+// file — the kernel, the thread and instruction that faulted, registers and, unless told to leave
+// them out, memory — and cuda-gdb opens the file ("target cudacore FILE") as if it had stopped the
+// kernel there. The cuCoredump* calls (CUDA 12.1) set this up: dumps on exception, the file, what
+// to leave out — for the whole process (cuCoredumpSetAttributeGlobal), which a context takes over
+// when it is made, or for the current context (cuCoredumpSetAttribute). The child turns dumps on
+// and faults, and the driver writes the dump and then abort()s it; the parent made the temporary
+// folder the dump goes to, checks the file and how the child ended, and removes the folder.
+//
+//   coredump               the steps, with their checks
+//   coredump --device N    another GPU
+//   coredump --child 1     the child: it reads the dump's path from stdin. Started by hand,
+//                          "echo /tmp/gpu.core | coredump --child 1", it leaves the dump for cuda-gdb.
+#include <cuda.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <system_error>
+
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+#include "children.h"
+#include "lesson21.h"
+
+namespace {
+
+constexpr int kDumpRole = 1;
+constexpr const char* kSettings = "coredump settings (cuCoredumpSetAttributeGlobal)";
+constexpr const char* kLaunch = "cuLaunchKernel of the out-of-bounds store";
+
+#if CUDA_VERSION >= 12010
+constexpr int kWaitSeconds = 20;  // below children::kQuietLimitSeconds, after which the parent kills a silent child
+constexpr const char* kUnreported = "no dump and no abort came: the child ends by itself, without another CUDA call";
+
+// One process-wide setting; the first failure is kept in *result.
+void setGlobal(CUcoredumpSettings setting, void* value, size_t size, CUresult* result) {
+    if (*result == CUDA_SUCCESS) *result = cuCoredumpSetAttributeGlobal(setting, value, &size);
+}
+
+// The child: dumps on before its context exists, then a store 1 TiB past its buffer.
+int dumpingChild(int ordinal) {
+    children::beginChild();
+    std::string path = children::readInstruction();
+    const std::string::size_type slash = path.rfind('/');
+    if (path.empty() || slash == std::string::npos) {
+        std::fprintf(stderr, "child: no dump path on stdin (echo /tmp/gpu.core | coredump --child 1)\n");
+        return 1;
+    }
+    // After the dump the driver abort()s the process: no host core file of it. And the dump's
+    // folder becomes the working folder, so that a file written under a default name
+    // (core.cuda.HOST.PID) lands there too.
+    const rlimit noCoreFile{0, 0};
+    setrlimit(RLIMIT_CORE, &noCoreFile);
+    if (chdir(path.substr(0, slash + 1).c_str()) != 0) std::perror("child: chdir to the dump's folder");
+    CHECK_DRIVER(cuInit(0));
+    CUdevice device = 0;
+    CHECK_DRIVER(cuDeviceGet(&device, ordinal));
+    int driverVersion = 0;
+    CHECK_DRIVER(cuDriverGetVersion(&driverVersion));
+
+    // Process-wide settings, made before the context: a context starts with the global settings of
+    // the moment it is made (cuda.h). Booleans are C++ bools, the file a NUL-terminated string.
+    CUresult settings = CUDA_SUCCESS;
+    setGlobal(CU_COREDUMP_FILE, path.data(), path.size() + 1, &settings);
+    int flags = 0;
+#if CUDA_VERSION >= 12050
+    if (driverVersion >= 12050) {  // one integer of flags since CUDA 12.5: no device memory, no ELF images
+        flags = CU_COREDUMP_LIGHTWEIGHT_FLAGS;
+        setGlobal(CU_COREDUMP_GENERATION_FLAGS, &flags, sizeof(flags), &settings);
+    }
+#endif
+    if (flags == 0) {  // CUDA 12.1 to 12.4: the same as one boolean (deprecated since 12.5)
+        bool lightweight = true;
+        setGlobal(CU_COREDUMP_LIGHTWEIGHT, &lightweight, sizeof(lightweight), &settings);
+    }
+    // Not CU_COREDUMP_SKIP_ABORT: after a fault this process's CUDA is over anyway (the error is
+    // sticky), and the dump is its report; by default the driver abort()s the process after it.
+    bool enable = true;
+    setGlobal(CU_COREDUMP_ENABLE_ON_EXCEPTION, &enable, sizeof(enable), &settings);
+    lesson21::show(kSettings, settings);
+    if (settings != CUDA_SUCCESS) return 0;
+
+    // The context, and the settings it started with (cuCoredumpGetAttribute: the current context's).
+    CUcontext context = nullptr;
+    CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
+    CHECK_DRIVER(cuCtxSetCurrent(context));
+    bool enabled = false;
+    size_t size = sizeof(enabled);
+    CHECK_DRIVER(cuCoredumpGetAttribute(CU_COREDUMP_ENABLE_ON_EXCEPTION, &enabled, &size));
+    char file[1024] = {};
+    size = sizeof(file);
+    CHECK_DRIVER(cuCoredumpGetAttribute(CU_COREDUMP_FILE, file, &size));
+    std::printf("the context's CU_COREDUMP_ENABLE_ON_EXCEPTION: %s\n", enabled ? "true" : "false");
+    std::printf("the context's CU_COREDUMP_FILE: %s\n", std::string(file) == path ? "the path the parent sent" : file);
+    std::printf("CU_COREDUMP_GENERATION_FLAGS set: 0x%x (lightweight: no device memory, no ELF images)\n", flags);
+
+    CUmodule module = nullptr;
+    CHECK_DRIVER(cuModuleLoad(&module, lesson21::faultsModulePath().c_str()));
+    CUfunction storeAt = nullptr;
+    CHECK_DRIVER(cuModuleGetFunction(&storeAt, module, "storeAt"));
+    CUdeviceptr words = 0;
+    CHECK_DRIVER(cuMemAlloc(&words, 4096));
+    long long index = lesson21::kFarIndex;
+    unsigned int value = 7;
+    void* params[] = {&words, &index, &value};
+    lesson21::show(kLaunch, cuLaunchKernel(storeAt, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr));
+    // The driver writes the dump when the exception reaches it and then calls abort(). On the
+    // course's H100 cuCtxSynchronize returned first, with CUDA_SUCCESS, and the dump and the abort
+    // came about a quarter of a second after the launch, while this thread slept. A CUDA call made
+    // meanwhile hung there (and no dump came): so the child makes none, and ends by itself only if
+    // nothing comes.
+    lesson21::show("cuCtxSynchronize", cuCtxSynchronize());
+    std::printf("waiting, with no CUDA call, for the driver's dump and abort: at most %d s\n", kWaitSeconds);
+    std::fflush(stdout);
+    for (int tenth = 0; tenth < kWaitSeconds * 10; ++tenth) usleep(100 * 1000);
+    std::printf("%s\n", kUnreported);
+    std::fflush(stdout);
+    _exit(3);  // no CUDA call, not even the context's release: it could wait on the dump for ever
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    course::Arguments args;
+    if (!course::parseArguments(argc, argv, {}, {"--device", "--child"}, "[--device N]", args))
+        return course::kExitUsage;
+    const int ordinal = args.deviceOrdinal();
+#if CUDA_VERSION >= 12010
+    if (args.values.count("--child") != 0 && args.valueOr("--child", 0) == kDumpRole) return dumpingChild(ordinal);
+#endif
+    if (args.values.count("--child") != 0) {
+        std::fprintf(stderr, "%s: no child role %lld here\n", argv[0], args.valueOr("--child", 0));
+        return course::kExitUsage;
+    }
+    course::Verdict verdict;
+
+    course::printStep(1, "initialise the driver, check the versions");
+    CHECK_DRIVER(cuInit(0));
+    CUdevice device = 0;
+    const int driverVersion = lesson21::describeDevice(ordinal, &device);
+    std::string why;
+    if (!lesson21::sectionAvailable("GPU coredump", "cuCoredumpSetAttribute", 12010, driverVersion, &why)) {
+        std::printf("Result = SKIP (%s)\n", why.c_str());
+        return course::kExitNotApplicable;
+    }
+
+    // Step 2: the dump goes into a folder of the parent's own, which it removes at the end.
+    course::printStep(2, "a temporary folder for the dump");
+    const char* tmp = std::getenv("TMPDIR");
+    std::string folder = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/lesson21-coredump-XXXXXX";
+    if (mkdtemp(folder.data()) == nullptr) {
+        std::printf("section GPU coredump: SKIP (no temporary folder could be made under %s)\n", folder.c_str());
+        std::printf("Result = SKIP (no temporary folder)\n");
+        return course::kExitNotApplicable;
+    }
+    const std::string path = folder + "/gpu.core";
+    std::printf("temporary folder made with mkdtemp: lesson21-coredump-XXXXXX under %s\n",
+                tmp != nullptr && *tmp != '\0' ? "$TMPDIR" : "/tmp");
+    std::printf("dump file: gpu.core in that folder\n");
+
+    // Step 3: environment variables set before cuInit take precedence over the API for good
+    // (cuda.h): the child gets none of them, whatever the parent's environment holds.
+    course::printStep(3, "a child with GPU coredumps on, and a kernel that faults");
+    children::Environment environment;
+    environment.unset = {"CUDA_ENABLE_COREDUMP_ON_EXCEPTION",
+                         "CUDA_ENABLE_CPU_COREDUMP_ON_EXCEPTION",
+                         "CUDA_ENABLE_LIGHTWEIGHT_COREDUMP",
+                         "CUDA_COREDUMP_FILE",
+                         "CUDA_COREDUMP_GENERATION_FLAGS",
+                         "CUDA_ENABLE_USER_TRIGGERED_COREDUMP",
+                         "CUDA_COREDUMP_PIPE"};
+    children::Child child = children::startSelf(kDumpRole, ordinal, environment);
+    children::tell(child, path);
+    children::readUntil(child, kLaunch);
+    const auto launched = std::chrono::steady_clock::now();
+    const std::string ended = children::finish(child);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - launched).count();
+    std::printf("child: %s\n", ended.c_str());
+    std::printf("from the child's launch until its end: %.0f ms\n", ms);
+    const std::string settings = children::valueOf(child, kSettings);
+
+    course::printStep(4, "the dump file");
+    std::error_code error;
+    const bool exists = std::filesystem::is_regular_file(path, error);
+    const auto bytes = exists ? std::filesystem::file_size(path, error) : 0;
+    char magic[4] = {};
+    std::ifstream(path, std::ios::binary).read(magic, sizeof(magic));
+    std::printf("gpu.core: %s, %llu bytes\n", exists ? "written" : "missing", static_cast<unsigned long long>(bytes));
+    std::printf("starts with the ELF magic (0x7f 'E' 'L' 'F'): %s\n",
+                magic[0] == 0x7f && magic[1] == 'E' && magic[2] == 'L' && magic[3] == 'F' ? "yes" : "no");
+    // No dump to check where the driver refused the settings (CUDA_ERROR_NOT_SUPPORTED,
+    // _NOT_PERMITTED), or where, with dumps on in the child's context, the driver neither wrote a
+    // dump nor aborted the child in the time it waited.
+    std::string skip;
+    if (settings.rfind("CUDA_ERROR_", 0) == 0)
+        skip = "the driver refused the coredump settings: " + settings;
+    else if (children::valueOf(child, "the context's CU_COREDUMP_ENABLE_ON_EXCEPTION") == "true" && !exists &&
+             ended != "killed by signal 6")
+        skip = "with GPU coredumps on, the driver wrote no dump and did not abort the child";
+    if (!skip.empty()) {
+        std::printf("section GPU coredump: SKIP (%s)\n", skip.c_str());
+    } else {
+        verdict.check("the child's GPU coredump is written and not empty", exists && bytes > 0);
+        // SIGABRT is 6 on Linux: abort() is what the driver calls after the dump unless told not to.
+        verdict.check("the driver aborted the child after the dump", ended == "killed by signal 6");
+    }
+
+    course::printStep(5, "remove the temporary folder and the dump in it");
+    std::filesystem::remove_all(folder, error);
+    const bool removed = !std::filesystem::exists(folder, error);
+    std::printf("temporary folder at the end: %s\n", removed ? "removed" : "still there");
+    verdict.check("the temporary folder is gone", removed);
+    if (!skip.empty() && verdict.allHeld()) {
+        std::printf("Result = SKIP (%s)\n", skip.c_str());
+        return course::kExitNotApplicable;
+    }
+    return verdict.finish();
+}
