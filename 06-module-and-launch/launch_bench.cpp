@@ -31,8 +31,8 @@
 
 namespace {
 
+using course::median;
 using lesson06::Clock;
-using lesson06::median;
 using lesson06::microsecondsBetween;
 
 // Vector add on 256 Mi floats (3 arrays of 1 GiB), against (a) the DRAM's theoretical peak

@@ -1,10 +1,9 @@
-// launch_timing.h — launch_bench's host-clock timing: the clock, the median of the samples,
+// launch_timing.h — launch_bench's host-clock timing: the clock (medians: course::median),
 // and the driver-API loop of empty-kernel launches whose <<<>>> twin is in runtime_launch.cu.
 #pragma once
 
 #include <cuda.h>
 
-#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -17,11 +16,6 @@ using Clock = std::chrono::steady_clock;
 
 inline double microsecondsBetween(Clock::time_point from, Clock::time_point to) {
     return std::chrono::duration<double, std::micro>(to - from).count();
-}
-
-inline double median(std::vector<double> samples) {
-    std::sort(samples.begin(), samples.end());
-    return samples[samples.size() / 2];
 }
 
 // One timed loop of driver-API launches of the empty kernel into `stream` (see LaunchTimes).

@@ -14,7 +14,6 @@
 //   launch-cost --device N    another GPU
 #include <cuda.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <vector>
@@ -38,11 +37,6 @@ struct ChainTimes {
     double spanMicroseconds;    // GPU clock, from the event before the chain to the event after it
 };
 
-double median(std::vector<double> values) {
-    std::sort(values.begin(), values.end());
-    return values[values.size() / 2];
-}
-
 // `queue` queues the chain; `runs` timed runs after two untimed ones. Submission: from the
 // first call until the last one returns (the work may still be running). Span: `before` is
 // recorded on the stream ahead of the chain, `after` behind it, and cuEventElapsedTime gives
@@ -65,7 +59,7 @@ ChainTimes medianTimes(CUstream stream, CUevent before, CUevent after, int runs,
         submit.push_back(std::chrono::duration<double, std::micro>(submitted - start).count());
         span.push_back(1000.0 * milliseconds);
     }
-    return {median(submit), median(span)};
+    return {course::median(submit), course::median(span)};
 }
 
 // Zeroes the counter, queues the chain with `queue`, and reads the counter back into

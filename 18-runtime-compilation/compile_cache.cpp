@@ -13,7 +13,6 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -83,11 +82,6 @@ double loadMilliseconds(const void* image, Clock::time_point start) {
     return milliseconds;
 }
 
-double median(std::vector<double> samples) {
-    std::sort(samples.begin(), samples.end());
-    return samples[samples.size() / 2];
-}
-
 // Step 6 (--bench): medians of 5, each from the source or file to a CUfunction: NVRTC to PTX and
 // the driver's JIT; NVRTC to a CUBIN; the cache (read, check, load); nvcc's fatbin (read, load).
 void bench(const std::string& source, const lesson18::Target& target, const std::string& entry, std::uint64_t key) {
@@ -112,16 +106,16 @@ void bench(const std::string& source, const lesson18::Target& target, const std:
     }
     std::printf("bench rounds: 5 of each, medians; CUDA_MODULE_LOADING=EAGER, the driver's JIT cache off\n");
     if (ptx.size() == 5)
-        std::printf("bench: NVRTC to PTX + driver JIT, to a CUfunction = %.3f ms\n", median(ptx));
+        std::printf("bench: NVRTC to PTX + driver JIT, to a CUfunction = %.3f ms\n", course::median(ptx));
     else
         std::printf("section PTX: SKIP (the driver refused the PTX: CUDA_DISABLE_PTX_JIT, or an older driver)\n");
-    std::printf("bench: NVRTC to CUBIN + load, to a CUfunction = %.3f ms\n", median(cubin));
+    std::printf("bench: NVRTC to CUBIN + load, to a CUfunction = %.3f ms\n", course::median(cubin));
     if (cached.size() == 5) {
-        std::printf("bench: compile cache read + check + load, to a CUfunction = %.3f ms\n", median(cached));
-        std::printf("bench: compile cache / NVRTC to CUBIN = %.4f x\n", median(cached) / median(cubin));
+        std::printf("bench: compile cache read + check + load, to a CUfunction = %.3f ms\n", course::median(cached));
+        std::printf("bench: compile cache / NVRTC to CUBIN = %.4f x\n", course::median(cached) / course::median(cubin));
     }
     if (prebuilt.size() == 5)
-        std::printf("bench: nvcc fatbin read + load, to a CUfunction = %.3f ms\n", median(prebuilt));
+        std::printf("bench: nvcc fatbin read + load, to a CUfunction = %.3f ms\n", course::median(prebuilt));
     else
         std::printf("section fatbin: SKIP (kernels/saxpy.fatbin not found next to the program)\n");
 }

@@ -5,10 +5,10 @@
 
 #include <cuda.h>
 
-#include <algorithm>
 #include <vector>
 
 #include "../common/check_driver.h"
+#include "../common/course_util.h"
 
 namespace lesson18 {
 
@@ -53,8 +53,7 @@ inline IterateRun runIterate(CUmodule module) {
         CHECK_DRIVER(cuEventElapsedTime(&milliseconds, start, stop));
         if (i >= 0) samples.push_back(milliseconds);
     }
-    std::sort(samples.begin(), samples.end());
-    run.milliseconds = samples[samples.size() / 2];
+    run.milliseconds = course::median(samples);
     std::vector<float> out(kCount);
     CHECK_DRIVER(cuMemcpyDtoH(out.data(), dout, kCount * sizeof(float)));
     // The host runs the same steps; x * 0.5f is exact, so fused multiply-add or not, one rounding.

@@ -3,7 +3,6 @@
 // for 256 MiB, 1 GiB and 4 GiB, each size in a new child, and "bench:" lines.
 #include <cuda.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -24,11 +23,6 @@ constexpr int kCopies = 5;  // pinned copies each way; the median is printed
 
 double gigabytesPerSecond(size_t bytes, double ms) {
     return ms > 0 ? static_cast<double>(bytes) / (ms * 1e6) : 0.0;
-}
-
-double median(std::vector<double> values) {
-    std::sort(values.begin(), values.end());
-    return values.empty() ? 0.0 : values[values.size() / 2];
 }
 
 std::string sizeText(size_t bytes) {
@@ -55,7 +49,7 @@ std::pair<double, double> pinnedCopyRates(size_t bytes) {
     }
     CHECK_DRIVER(cuMemFree(device));
     CHECK_DRIVER(cuMemFreeHost(host));
-    return {median(up), median(down)};
+    return {course::median(up), course::median(down)};
 }
 
 #if CUDA_VERSION >= 12080
@@ -127,11 +121,11 @@ void costs(int ordinal, size_t bytes, double checkpointMs, double restoreMs, boo
         if (!sweepOne(ordinal, size, &checkpointTimes, &restoreTimes, &kept)) continue;
         allKept = allKept && kept;
         std::printf("checkpoint, %s buffer: median of %zu %.1f ms; restore: %.1f ms\n", sizeText(size).c_str(),
-                    checkpointTimes.size(), median(checkpointTimes), median(restoreTimes));
+                    checkpointTimes.size(), course::median(checkpointTimes), course::median(restoreTimes));
         std::printf("bench: checkpoint %s = %.2f GB/s\n", sizeText(size).c_str(),
-                    gigabytesPerSecond(size, median(checkpointTimes)));
+                    gigabytesPerSecond(size, course::median(checkpointTimes)));
         std::printf("bench: restore %s = %.2f GB/s\n", sizeText(size).c_str(),
-                    gigabytesPerSecond(size, median(restoreTimes)));
+                    gigabytesPerSecond(size, course::median(restoreTimes)));
     }
     std::printf("bench: pinned copy host to device %s = %.2f GB/s\n", sizeText(bytes).c_str(), copies.first);
     std::printf("bench: pinned copy device to host %s = %.2f GB/s\n", sizeText(bytes).c_str(), copies.second);

@@ -4,6 +4,7 @@
 #include <linux/limits.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace course {
 
@@ -60,6 +62,14 @@ inline std::optional<std::string> readFile(const std::string& path) {
         return std::nullopt;
     }
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The median of timing samples: the middle one, the upper of the two middle ones for an even
+// count (a sample that was measured, not an average of two); 0 for none.
+inline double median(std::vector<double> samples) {
+    if (samples.empty()) return 0.0;
+    std::sort(samples.begin(), samples.end());
+    return samples[samples.size() / 2];
 }
 
 // Exit code for a bad command line.
