@@ -478,6 +478,10 @@ bool contains(const std::string& text, const std::string& part) {
     return text.find(part) != std::string::npos;
 }
 
+bool checkOk(const std::string& out, const std::string& name) {
+    return valueOf(out, "check " + name) == "ok";
+}
+
 std::vector<std::string> checkLines(const std::string& out) {
     std::vector<std::string> found;
     for (const auto& line : lines(out))

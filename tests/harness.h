@@ -174,6 +174,8 @@ std::vector<std::string> valuesOf(const std::string& text, const std::string& la
 bool contains(const std::string& text, const std::string& part);
 // The program's "check NAME: ok|FAIL" lines (course::Verdict), in order.
 std::vector<std::string> checkLines(const std::string& out);
+// Whether the program printed "check NAME: ok" (its own verdict on NAME).
+bool checkOk(const std::string& out, const std::string& name);
 // Every check a run printed held ("ok"), and, when `needsOne`, there was at least one.
 void requireChecksHeld(const RunResult& r, bool needsOne = true);
 // The number of a "bench: <metric> = <number> <unit>" line, or -1 when there is no such line.

@@ -29,11 +29,6 @@ double benchValue(const std::string& out, const std::string& metric, bool& found
     return 0.0;
 }
 
-// Whether the program printed "check NAME: ok" (its own verdict on NAME).
-bool checkOk(const std::string& out, const std::string& name) {
-    return valueOf(out, "check " + name) == "ok";
-}
-
 // The integer value of a labelled line, or -1 when it is missing.
 long long numberOf(const std::string& out, const std::string& label) {
     const auto value = valueOf(out, label);

@@ -21,11 +21,6 @@ unsigned long leadingNumber(const std::optional<std::string>& value) {
     return std::stoul(*value);
 }
 
-// Whether the program printed "check NAME: ok" (its own verdict on NAME).
-bool checkOk(const std::string& out, const std::string& name) {
-    return valueOf(out, "check " + name) == "ok";
-}
-
 // Skips (with the reason) where the driver has no green contexts.
 void requireGreenContexts() {
     if (driver().driverVersion() < 12040) SKIP("green contexts need a CUDA 12.4 driver");

@@ -38,11 +38,6 @@ struct TemporaryFolder {
     TemporaryFolder& operator=(const TemporaryFolder&) = delete;
 };
 
-std::string fileText(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 void writeText(const std::filesystem::path& path, const std::string& text) {
     std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
 }
@@ -97,8 +92,8 @@ TEST_CASE("Lesson 18 rejects unknown or incomplete arguments with a usage line a
 TEST_CASE("The build puts lesson 18's kernel source next to its programs, beside nvcc's fatbin of it",
           "[cpu][lesson18]") {
     const std::string kernels = buildDir() + "/" + kLesson + "/kernels/";
-    CHECK(fileText(kernels + "saxpy.cu") == fileText(repoRoot() + "/" + kLesson + "/kernels/saxpy.cu"));
-    CHECK_FALSE(fileText(kernels + "saxpy.fatbin").empty());
+    CHECK(readText(kernels + "saxpy.cu") == readText(repoRoot() + "/" + kLesson + "/kernels/saxpy.cu"));
+    CHECK_FALSE(readText(kernels + "saxpy.fatbin").empty());
 }
 
 TEST_CASE("Lesson 18's FNV-1a gives the published 64-bit test values", "[cpu][lesson18]") {
@@ -178,7 +173,7 @@ TEST_CASE("Lesson 18's cache entry is stored whole, read back, and refused when 
     CHECK(hit.cubin == cubin);
     CHECK(lesson18::readEntry(path, key + 1).state == lesson18::EntryState::OtherKey);
 
-    const std::string whole = fileText(path);
+    const std::string whole = readText(path);
     for (std::size_t at : {lesson18::kHeaderBytes, lesson18::kHeaderBytes + 2500, whole.size() - 1}) {
         INFO("byte " << at << " flipped");
         std::string flipped = whole;
@@ -297,7 +292,7 @@ TEST_CASE("Lesson 18 compile_cache stores its entry under XDG_CACHE_HOME and tel
     // The entry the run left is whole, by the lesson's own reader.
     const lesson18::Lookup left = lesson18::readEntry(entry.string(), key);
     CHECK(left.state == lesson18::EntryState::Hit);
-    CHECK(contains(fileText(entry), "\177ELF"));
+    CHECK(contains(readText(entry.string()), "\177ELF"));
     CHECK(valuesOf(first.out, "lookup") == std::vector<std::string>{"miss (no entry)", "hit"});
     // Whatever an earlier run left, the next run tells the same story: here a garbage entry and
     // a temporary file from a store that never finished.
@@ -372,7 +367,7 @@ TEST_CASE("A CUBIN loads as a library with no current context, and not as a modu
     auto getKernel = DRIVER_FUNCTION(driver(), cuLibraryGetKernel);
     auto loadModule = DRIVER_FUNCTION(driver(), cuModuleLoadData);
     REQUIRE((setCurrent && loadLibrary && unloadLibrary && getKernel && loadModule));
-    const std::string fatbin = fileText(buildDir() + "/" + kLesson + "/kernels/saxpy.fatbin");
+    const std::string fatbin = readText(buildDir() + "/" + kLesson + "/kernels/saxpy.fatbin");
     REQUIRE_FALSE(fatbin.empty());
     REQUIRE(setCurrent(nullptr) == CUDA_SUCCESS);
     CUmodule module = nullptr;

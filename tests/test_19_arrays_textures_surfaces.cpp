@@ -25,11 +25,6 @@ double leadingNumber(const std::optional<std::string>& value) {
     return std::stod(*value);
 }
 
-// Whether the program printed "check NAME: ok" (its own verdict on NAME).
-bool checkOk(const std::string& out, const std::string& name) {
-    return valueOf(out, "check " + name) == "ok";
-}
-
 // A plain run of one program that must pass with every check held.
 RunResult passingRun(const std::string& program) {
     const RunResult r = defaultRun(kLesson, program);

@@ -16,11 +16,6 @@ namespace {
 const std::string kLesson = "20-tensor-maps";
 const std::vector<std::string> kPrograms = {"encode_rules", "tile_copy", "swizzle_bench"};
 
-// Whether the program printed "check NAME: ok" (its own verdict on NAME).
-bool checkOk(const std::string& out, const std::string& name) {
-    return valueOf(out, "check " + name) == "ok";
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------

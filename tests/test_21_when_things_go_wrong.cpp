@@ -27,11 +27,6 @@ namespace {
 const std::string kLesson = "21-when-things-go-wrong";
 const std::vector<std::string> kPrograms = {"sticky_errors", "late_errors", "driver_logs", "coredump", "checkpoint"};
 
-// Whether the program printed "check NAME: ok".
-bool checkOk(const std::string& out, const std::string& name) {
-    return valueOf(out, "check " + name) == "ok";
-}
-
 // The value of a line the child printed, as the parent printed it again: "[child] LABEL: VALUE".
 std::optional<std::string> childValue(const std::string& out, const std::string& label) {
     return valueOf(out, "[child] " + label);
