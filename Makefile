@@ -259,7 +259,7 @@ run: $(LESSON_ALL) $(BUILD)/tools/driver-probe ## Build and run every lesson in 
 	$(Q)common/tools/run-lessons.sh $(LESSON_BINS)
 
 test: all ## Build and run the Catch2 suite (GPU tests skip, with the reason, when there is no GPU)
-	$(Q)$(TEST_BIN) $(TEST_ARGS)
+	$(Q)common/tools/run-tests.sh $(TEST_BIN) $(TEST_ARGS)
 
 bench: $(LESSON_ALL) $(BUILD)/tools/driver-probe ## Run the lessons' benchmark modes (--bench) and print one table
 	$(Q)$(BUILD)/tools/driver-probe
@@ -290,9 +290,9 @@ help: ## List the targets
 	@echo "  run-NN       Build and run one lesson: $(foreach l,$(LESSONS),run-$(word 1,$(subst -, ,$(l))))"
 	@echo "  build-NN     Build one lesson"
 	@echo "Variables: CUDA_PATH=$(CUDA_PATH) ARCH='$(ARCH)' (building for: $(BUILD_ARCH); cubin: sm_$(CUBIN_ARCH))"
-	@echo "           CATCH2_PREFIX=<dir> V=1 WERROR=1 TEST_ARGS=<catch2 args> CUDA_INCLUDE=<dir> (check-headers)"
+	@echo "           CATCH2_PREFIX=<dir> V=1 WERROR=1 TEST_ARGS=<catch2 args> TEST_SHARDS=<test processes> CUDA_INCLUDE=<dir> (check-headers)"
 
 clean: ## Remove build/
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)

@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <catch2/catch_test_macros.hpp>
@@ -16,6 +18,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <future>
@@ -67,6 +70,142 @@ std::string stubDriverDir() {
     return buildDir() + "/stub-driver";
 }
 
+namespace {
+
+// The machine lock (see MachineToMyself in harness.h): two flock(2) files under build/tests/locks.
+// Every run holds "machine" shared, or exclusive for a program that must run alone. To take it, a
+// run first passes through "turnstile": one waiting for the exclusive lock waits there holding the
+// turnstile, so a stream of shared runs cannot keep it out for ever. flock locks belong to an open
+// file, so threads of one process exclude each other exactly as processes do.
+int openLockFile(const char* name) {
+    const std::string folder = buildDir() + "/tests/locks";
+    mkdir(folder.c_str(), 0755);  // EEXIST is fine; a failure shows as the open's failure
+    const std::string path = folder + "/" + name;
+    return open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+}
+
+void lockFile(int fd, int operation) {
+    while (flock(fd, operation) != 0 && errno == EINTR) {
+    }
+}
+
+// Whether this thread's runs are under a MachineToMyself already (set for the threads runAll
+// starts on its behalf): they take no lock, which would wait for the holder, their own test.
+thread_local bool machineIsMine = false;
+
+int takeMachine(bool exclusive) {
+    const int turnstile = openLockFile("turnstile");
+    const int machine = openLockFile("machine");
+    if (turnstile < 0 || machine < 0) {
+        if (turnstile >= 0) close(turnstile);
+        if (machine >= 0) close(machine);
+        return -1;  // without the lock files the runs still run, only not kept apart
+    }
+    lockFile(turnstile, LOCK_EX);
+    lockFile(machine, exclusive ? LOCK_EX : LOCK_SH);
+    close(turnstile);
+    return machine;
+}
+
+// The driver, opened once per test process with dlopen (so the suite starts without one).
+const course::DynamicDriver& loadedDriver() {
+    static const course::DynamicDriver instance;
+    return instance;
+}
+
+// A test that uses the driver in-process (harness::driver()) holds the machine shared from its
+// first use to the end of the test case, so that what it does on the GPU never runs beside a
+// program that must run alone; a test that only runs programs holds nothing of its own. It lets go while this process waits for an exclusive hold of its own, and while it waits
+// for another process (the shared runs, the outside builds): holding it then could close a circle.
+std::mutex testHoldMutex;
+int testHold = -1;         // the shared hold's descriptor, or -1
+bool testHoldWanted = false;  // a GPU test is running
+int testHoldPaused = 0;    // how many waits have let go of it
+
+void pauseTestHold() {
+    const std::lock_guard<std::mutex> lock(testHoldMutex);
+    if (testHoldPaused++ == 0 && testHold >= 0) {
+        close(testHold);
+        testHold = -1;
+    }
+}
+
+void resumeTestHold() {
+    const std::lock_guard<std::mutex> lock(testHoldMutex);
+    if (--testHoldPaused == 0 && testHoldWanted && testHold < 0) testHold = takeMachine(false);
+}
+
+struct TestHoldPaused {
+    TestHoldPaused() { pauseTestHold(); }
+    ~TestHoldPaused() { resumeTestHold(); }
+    TestHoldPaused(const TestHoldPaused&) = delete;
+    TestHoldPaused& operator=(const TestHoldPaused&) = delete;
+};
+
+int lockMachine(bool exclusive) {
+    if (machineIsMine) return -1;
+    if (!exclusive) return takeMachine(false);
+    pauseTestHold();
+    return takeMachine(true);
+}
+
+void unlockMachine(int machine, bool exclusive) {
+    if (machineIsMine) return;
+    if (machine >= 0) close(machine);  // closing the only descriptor of the open file drops its lock
+    if (exclusive) resumeTestHold();
+}
+
+void holdMachineForTest() {
+    const std::lock_guard<std::mutex> lock(testHoldMutex);
+    testHoldWanted = true;
+    if (testHold < 0 && testHoldPaused == 0) testHold = takeMachine(false);
+}
+
+void releaseTestHold() {
+    const std::lock_guard<std::mutex> lock(testHoldMutex);
+    testHoldWanted = false;
+    if (testHold >= 0) close(testHold);
+    testHold = -1;
+}
+
+// Whether a run can reach a GPU: not against the stub driver, not with every device hidden.
+// Those that cannot take no lock: they neither time anything nor disturb what others time.
+bool reachesGpu(const RunOptions& options) {
+    const auto library = options.setEnv.find("LD_LIBRARY_PATH");
+    const auto visible = options.setEnv.find("CUDA_VISIBLE_DEVICES");
+    return !(library != options.setEnv.end() && library->second == stubDriverDir()) &&
+           !(visible != options.setEnv.end() && visible->second.empty());
+}
+
+const std::string& programOfJob(const std::string& program, const RunOptions& options) {
+    return program == "/bin/sh" && !options.args.empty() ? options.args.back() : program;
+}
+
+// COURSE_TEST_RUN_LOG=FILE: one line per program the suite ran (seconds, exit code, command
+// line), to see where the suite's time goes.
+void logRun(const RunResult& result, const RunOptions& options) {
+    static const char* path = std::getenv("COURSE_TEST_RUN_LOG");
+    if (path == nullptr || *path == '\0') return;
+    std::ostringstream line;
+    line << std::fixed;
+    line.precision(2);
+    line << std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
+                result.seconds
+         << "\t" << getpid() << "\t" << result.seconds << "\t" << result.exitCode << "\t" << result.program;
+    for (const auto& arg : options.args) line << " " << arg;
+    line << "\n";
+    static std::mutex logMutex;
+    const std::lock_guard<std::mutex> lock(logMutex);
+    const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    const std::string text = line.str();
+    const ssize_t ignored = write(fd, text.data(), text.size());
+    (void)ignored;
+    close(fd);
+}
+
+}  // namespace
+
 RunResult runQuietly(const std::string& program, const RunOptions& options) {
     RunResult result;
     result.program = program;
@@ -90,7 +229,31 @@ RunResult runQuietly(const std::string& program, const RunOptions& options) {
     std::vector<char*> envp;
     for (auto& entry : environment) envp.push_back(entry.data());
     envp.push_back(nullptr);
-    const std::string cannotExecute = "harness: cannot execute " + program + "\n";
+    // The child reports why exec failed; strerror is not async-signal-safe, so the reason comes
+    // from a table made here, indexed by errno there.
+    const std::string cannotExecute = "harness: cannot execute " + program + ": ";
+    const std::map<int, std::string> errnoNames = {{ENOENT, "ENOENT (no such file)"},
+                                                   {EACCES, "EACCES (permission denied)"},
+                                                   {ETXTBSY, "ETXTBSY (text file busy: open for writing)"},
+                                                   {ENOEXEC, "ENOEXEC (not an executable format)"},
+                                                   {ENOMEM, "ENOMEM (out of memory)"},
+                                                   {E2BIG, "E2BIG (argument list too long)"}};
+    std::vector<std::string> reasons(256);
+    for (int e = 0; e < 256; ++e) reasons[e] = "errno " + std::to_string(e);
+    for (const auto& [e, name] : errnoNames) reasons[e] = name;
+    for (auto& reason : reasons) reason += "\n";
+
+    const bool takesMachine = reachesGpu(options);
+    const bool alone = takesMachine && runsAlone(programOfJob(program, options));
+    const int machineLock = takesMachine ? lockMachine(alone) : -1;
+    struct Unlock {
+        int fd;
+        bool exclusive;
+        bool taken;
+        ~Unlock() {
+            if (taken) unlockMachine(fd, exclusive);
+        }
+    } unlock{machineLock, alone, takesMachine};
 
     int outPipe[2];
     int errPipe[2];
@@ -110,7 +273,9 @@ RunResult runQuietly(const std::string& program, const RunOptions& options) {
         dup2(errPipe[1], STDERR_FILENO);
         if (!options.workingDir.empty() && chdir(options.workingDir.c_str()) != 0) _exit(126);
         execvpe(program.c_str(), argv.data(), envp.data());  // a bare name ("make") is looked up on PATH
-        const ssize_t ignored = write(STDERR_FILENO, cannotExecute.data(), cannotExecute.size());
+        const std::string& reason = reasons[errno >= 0 && errno < 256 ? errno : 0];
+        ssize_t ignored = write(STDERR_FILENO, cannotExecute.data(), cannotExecute.size());
+        ignored = write(STDERR_FILENO, reason.data(), reason.size());
         (void)ignored;
         _exit(127);
     }
@@ -123,7 +288,8 @@ RunResult runQuietly(const std::string& program, const RunOptions& options) {
         return result;
     }
 
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.timeoutSeconds);
+    const auto started = std::chrono::steady_clock::now();
+    const auto deadline = started + std::chrono::seconds(options.timeoutSeconds);
     pollfd fds[2] = {{outPipe[0], POLLIN, 0}, {errPipe[0], POLLIN, 0}};
     std::string* sinks[2] = {&result.out, &result.err};
     int open = 2;
@@ -157,6 +323,8 @@ RunResult runQuietly(const std::string& program, const RunOptions& options) {
     int status = 0;
     waitpid(pid, &status, 0);
     result.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    logRun(result, options);
     return result;
 }
 
@@ -170,7 +338,9 @@ std::vector<RunResult> runAll(const std::vector<Job>& jobs, unsigned parallel) {
     if (parallel == 0) parallel = std::max(1u, std::thread::hardware_concurrency());
     std::vector<RunResult> results(jobs.size());
     std::atomic<size_t> next{0};
+    const bool mine = machineIsMine;  // the workers run on behalf of this thread
     auto worker = [&] {
+        machineIsMine = mine;
         for (size_t i = next++; i < jobs.size(); i = next++) results[i] = runQuietly(jobs[i].program, jobs[i].options);
     };
     std::vector<std::thread> threads;
@@ -185,6 +355,27 @@ void attachToReport(const RunResult& result) {
                          << "\n--- stdout ---\n"
                          << result.out << "--- stderr ---\n"
                          << result.err);
+}
+
+void prepareSharedRuns();
+
+MachineToMyself::MachineToMyself() {
+    prepareSharedRuns();
+    lock_ = lockMachine(true);
+    machineIsMine = true;
+}
+
+MachineToMyself::~MachineToMyself() {
+    machineIsMine = false;
+    unlockMachine(lock_, true);
+}
+
+std::string scratchDir() {
+    const char* shard = std::getenv("COURSE_TEST_SHARD");
+    const std::string folder =
+        buildDir() + "/tests/scratch" + (shard != nullptr && *shard != '\0' ? std::string("-") + shard : "");
+    mkdir(folder.c_str(), 0755);
+    return folder;
 }
 
 bool runsAlone(const std::string& programPath) {
@@ -219,7 +410,49 @@ Job terminalJob(const std::string& programPath) {
 }
 
 const std::string& programOf(const Job& job) {
-    return job.program == "/bin/sh" && !job.options.args.empty() ? job.options.args.back() : job.program;
+    return programOfJob(job.program, job.options);
+}
+
+// The shared runs as one file, for the other test processes of the same `make test`: each field
+// a length and its bytes.
+void putField(std::string& out, const std::string& field) {
+    out += std::to_string(field.size()) + "\n" + field;
+}
+
+bool takeField(const std::string& in, size_t& at, std::string& field) {
+    const size_t newline = in.find('\n', at);
+    if (newline == std::string::npos) return false;
+    const size_t size = std::strtoull(in.c_str() + at, nullptr, 10);
+    if (newline + 1 + size > in.size()) return false;
+    field = in.substr(newline + 1, size);
+    at = newline + 1 + size;
+    return true;
+}
+
+std::string serializeRuns(const std::map<std::string, RunResult>& runs) {
+    std::string out;
+    for (const auto& [key, r] : runs) {
+        for (const std::string& field : {key, r.program, r.workingDir, r.out, r.err, std::to_string(r.exitCode),
+                                         std::string(r.timedOut ? "1" : "0"), std::to_string(r.seconds)})
+            putField(out, field);
+    }
+    return out;
+}
+
+std::map<std::string, RunResult> deserializeRuns(const std::string& in) {
+    std::map<std::string, RunResult> runs;
+    size_t at = 0;
+    std::string key, exitCode, timedOut, seconds;
+    RunResult r;
+    while (at < in.size() && takeField(in, at, key) && takeField(in, at, r.program) &&
+           takeField(in, at, r.workingDir) && takeField(in, at, r.out) && takeField(in, at, r.err) &&
+           takeField(in, at, exitCode) && takeField(in, at, timedOut) && takeField(in, at, seconds)) {
+        r.exitCode = std::atoi(exitCode.c_str());
+        r.timedOut = timedOut == "1";
+        r.seconds = std::strtod(seconds.c_str(), nullptr);
+        runs[key] = r;
+    }
+    return runs;
 }
 
 }  // namespace
@@ -240,6 +473,27 @@ std::string readText(const std::string& path) {
     std::stringstream text;
     text << in.rdbuf();
     return text.str();
+}
+
+bool writeFile(const std::string& path, const std::string& text, unsigned mode) {
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, static_cast<mode_t>(mode));
+    if (fd < 0) return false;
+    bool written = fchmod(fd, static_cast<mode_t>(mode)) == 0;  // also when the file existed before
+    for (size_t done = 0; written && done < text.size();) {
+        const ssize_t n = write(fd, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        written = n > 0;
+        if (written) done += static_cast<size_t>(n);
+    }
+    return close(fd) == 0 && written;
+}
+
+bool copyFile(const std::string& from, const std::string& to, unsigned mode) {
+    std::ifstream in(from, std::ios::binary);
+    if (!in) return false;
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    return writeFile(to, bytes.str(), mode);
 }
 
 std::string markedBlock(const std::string& readme, const std::string& marker, const std::string& fence) {
@@ -284,12 +538,21 @@ void startOutsideBuilds() {
             build.options.timeoutSeconds = 600;
             builds.push_back(build);
         }
-        outsideFuture = std::async(std::launch::async, [builds] { return runAll(builds); });
+        outsideFuture = std::async(std::launch::async, [builds] {
+            // One process builds at a time: another test process of the same run waits here, then
+            // finds every lesson built from the same sources (the stamps) and builds nothing.
+            const int lock = openLockFile("outside-builds");
+            if (lock >= 0) lockFile(lock, LOCK_EX);
+            auto results = runAll(builds);
+            if (lock >= 0) close(lock);
+            return results;
+        });
     });
 }
 
 const std::vector<RunResult>& outsideBuildResults() {
     startOutsideBuilds();
+    const TestHoldPaused paused;  // another process may be the one building
     const std::lock_guard<std::mutex> lock(outsideMutex);
     if (!outsideDone) {
         outsideResults = outsideFuture.get();
@@ -297,20 +560,6 @@ const std::vector<RunResult>& outsideBuildResults() {
     }
     return outsideResults;
 }
-
-namespace {
-
-// Waits for the outside builds if they were started, so that nothing compiles beside the
-// programs that must run alone.
-void waitForOutsideBuildsIfStarted() {
-    const std::lock_guard<std::mutex> lock(outsideMutex);
-    if (!outsideDone && outsideFuture.valid()) {
-        outsideResults = outsideFuture.get();
-        outsideDone = true;
-    }
-}
-
-}  // namespace
 
 std::vector<RunResult> runPrograms(const std::vector<Job>& jobs) {
     std::vector<Job> together;
@@ -327,7 +576,8 @@ std::vector<RunResult> runPrograms(const std::vector<Job>& jobs) {
     std::vector<RunResult> results(jobs.size());
     const auto parallel = runAll(together, std::min(16u, std::max(1u, std::thread::hardware_concurrency())));
     for (size_t k = 0; k < parallel.size(); ++k) results[togetherAt[k]] = parallel[k];
-    if (!aloneAt.empty()) waitForOutsideBuildsIfStarted();
+    // The programs that must run alone take the machine's lock exclusively: they wait for every
+    // other run, the outside builds' compilers too, of this test process and of the others.
     for (size_t i : aloneAt) results[i] = runQuietly(jobs[i].program, jobs[i].options);
     return results;
 }
@@ -335,7 +585,26 @@ std::vector<RunResult> runPrograms(const std::vector<Job>& jobs) {
 void prepareSharedRuns() {
     static std::once_flag once;
     std::call_once(once, [] {
-        if (!driver().usable()) return;
+        if (!loadedDriver().usable()) return;
+        // Another process of this `make test` may have made them: one makes them while the
+        // others wait on the folder's lock, then reads them (the file is complete once it exists).
+        const char* sharedFolder = std::getenv("COURSE_TEST_SHARED_RUNS");
+        const TestHoldPaused paused;  // another process may be making them, and need the machine alone
+        std::string sharedFile;
+        int sharedLock = -1;
+        if (sharedFolder != nullptr && *sharedFolder != '\0') {
+            mkdir(sharedFolder, 0755);
+            sharedFile = std::string(sharedFolder) + "/runs";
+            sharedLock = open((std::string(sharedFolder) + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+            if (sharedLock >= 0) lockFile(sharedLock, LOCK_EX);
+            if (access(sharedFile.c_str(), F_OK) == 0) {
+                auto made = deserializeRuns(readText(sharedFile));
+                const std::lock_guard<std::mutex> lock(cacheMutex);
+                cache.merge(made);
+                if (sharedLock >= 0) close(sharedLock);
+                return;
+            }
+        }
         // Every program's plain run; then, for the programs that wrote to stderr, the terminal's
         // view as well (where stderr stayed empty, the terminal shows exactly what stdout held).
         std::vector<Job> plain;
@@ -347,10 +616,17 @@ void prepareSharedRuns() {
         for (size_t i = 0; i < plain.size(); ++i)
             if (!plainResults[i].err.empty()) terminal.push_back(terminalJob(plain[i].program));
         const auto terminalResults = runPrograms(terminal);
-        const std::lock_guard<std::mutex> lock(cacheMutex);
-        for (size_t i = 0; i < plain.size(); ++i) cache.emplace("plain " + plain[i].program, plainResults[i]);
+        std::map<std::string, RunResult> made;
+        for (size_t i = 0; i < plain.size(); ++i) made.emplace("plain " + plain[i].program, plainResults[i]);
         for (size_t i = 0; i < terminal.size(); ++i)
-            cache.emplace("terminal " + programOf(terminal[i]), terminalResults[i]);
+            made.emplace("terminal " + programOf(terminal[i]), terminalResults[i]);
+        if (!sharedFile.empty()) {
+            const std::string partial = sharedFile + ".partial";
+            if (writeFile(partial, serializeRuns(made))) std::rename(partial.c_str(), sharedFile.c_str());
+        }
+        if (sharedLock >= 0) close(sharedLock);
+        const std::lock_guard<std::mutex> lock(cacheMutex);
+        cache.merge(made);
     });
 }
 
@@ -392,6 +668,8 @@ public:
     void testRunStarting(const Catch::TestRunInfo&) override {
         if (!m_config->testSpec().hasFilters()) startOutsideBuilds();
     }
+    // The shared hold on the machine that requireGpu took ends with the test case.
+    void testCaseEnded(const Catch::TestCaseStats&) override { releaseTestHold(); }
 };
 
 }  // namespace
@@ -420,12 +698,12 @@ RunResult checkRefusesArguments(const std::string& lesson, const std::vector<std
 }
 
 const course::DynamicDriver& driver() {
-    static const course::DynamicDriver instance;
-    return instance;
+    holdMachineForTest();  // what a test does with it in-process runs on the GPU: see holdMachineForTest
+    return loadedDriver();
 }
 
 void requireGpu() {
-    if (!driver().usable()) SKIP("GPU test skipped: " << driver().problem());
+    if (!loadedDriver().usable()) SKIP("GPU test skipped: " << loadedDriver().problem());
 }
 
 void requireRan(const RunResult& result) {

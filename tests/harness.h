@@ -39,6 +39,7 @@ struct RunResult {
     bool timedOut = false;
     std::string program;     // what ran
     std::string workingDir;  // where it ran (empty: the test's own working directory)
+    double seconds = 0;      // how long it ran, wall clock
 };
 
 struct RunOptions {
@@ -66,6 +67,27 @@ std::vector<RunResult> runAll(const std::vector<Job>& jobs, unsigned parallel = 
 // something or compares free device memory: lesson.mk's NN-topic_RUN_ALONE, which the Makefile
 // writes to build/NN-topic/run-alone.txt.
 bool runsAlone(const std::string& programPath);
+// `make test` runs the suite as several processes at once (common/tools/run-tests.sh); every
+// program run of every process takes a lock on the machine first: shared for runs that may go side
+// by side, exclusive for the programs that must run alone (runsAlone), so that nothing of any
+// process runs beside those. A test that measures the machine itself in-process (free device memory,
+// say) holds the exclusive lock for its whole body with one of these. Its constructor first makes
+// the shared plain runs (defaultRun), which need the machine too. Don't wait for the outside builds
+// while holding one.
+class MachineToMyself {
+public:
+    MachineToMyself();
+    ~MachineToMyself();
+    MachineToMyself(const MachineToMyself&) = delete;
+    MachineToMyself& operator=(const MachineToMyself&) = delete;
+
+private:
+    int lock_ = -1;
+};
+// A folder of this test process's own under build/tests (made if missing), for files a test
+// writes: two processes of one `make test` never share it.
+std::string scratchDir();
+
 // Runs lesson programs: those that may run beside others in parallel, then the ones that must
 // run alone, one at a time. Results in the jobs' order. (A job may also be /bin/sh whose last
 // argument is the program.)
@@ -75,10 +97,20 @@ std::vector<RunResult> runPrograms(const std::vector<Job>& jobs);
 // shows the program does not depend on the working directory), made once per test process and
 // shared by every test that only reads its output: a lesson is a deterministic program, and
 // some take seconds. On a machine with a usable GPU the first call runs every program of every
-// lesson this way (runPrograms: in parallel where allowed). Returned by value.
+// lesson this way (runPrograms: in parallel where allowed). When the suite runs as several
+// processes (COURSE_TEST_SHARED_RUNS names a folder), whichever needs them first makes these
+// runs and leaves them in that folder for the others. Returned by value.
 RunResult defaultRun(const std::string& lesson, const std::string& program = "");
 // A whole file as text (empty when it cannot be read).
 std::string readText(const std::string& path);
+// Writes a whole file (created or truncated) with the given mode, through a descriptor no child
+// process inherits (O_CLOEXEC). The suite forks and execs from several threads at once: a child
+// forked while a file is open for writing would otherwise keep it open, and exec of that file
+// (a copied program, a stand-in script) would then fail with ETXTBSY. Every file a test writes
+// goes through here. False when the file cannot be written.
+bool writeFile(const std::string& path, const std::string& text, unsigned mode = 0644);
+// Copies a file the same way (a program copied to run elsewhere: mode 0755).
+bool copyFile(const std::string& from, const std::string& to, unsigned mode = 0644);
 // The text of a README block between "<!-- MARKER:begin -->" and "<!-- MARKER:end -->", without its
 // ```FENCE fence; empty when the README has no such block.
 std::string markedBlock(const std::string& readme, const std::string& marker, const std::string& fence);
@@ -112,7 +144,9 @@ RunResult runAgainstStub(const std::string& lesson, const std::vector<std::strin
 RunResult checkRefusesArguments(const std::string& lesson, const std::vector<std::string>& args,
                                 const std::string& program = "");
 
-// The driver, opened once per test process with dlopen (so the suite starts without one).
+// The driver, opened once per test process with dlopen (so the suite starts without one). A test
+// that asks for it holds the machine shared from then to its end (see MachineToMyself): what it
+// then does in-process on the GPU never runs beside a program that must run alone.
 const course::DynamicDriver& driver();
 // SKIPs the running test, with the reason, when there is no usable driver and GPU.
 void requireGpu();

@@ -309,6 +309,7 @@ TEST_CASE("On a thread with no current context a context-bound call fails with C
 TEST_CASE("Memory allocated in a context survives a pop and is freed when the context is destroyed",
           "[gpu][lesson03]") {
     requireGpu();
+    const MachineToMyself alone;  // free device memory is the whole machine's figure
     const course::DynamicDriver& drv = driver();
     auto deviceGet = DRIVER_FUNCTION(drv, cuDeviceGet);
     auto memAlloc = DRIVER_FUNCTION(drv, cuMemAlloc);

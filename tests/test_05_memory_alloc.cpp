@@ -636,6 +636,7 @@ TEST_CASE("The driver classifies device, pinned and registered memory, and knows
 
 TEST_CASE("Freeing device memory brings cuMemGetInfo back to its starting figure", "[gpu][lesson05]") {
     requireGpu();
+    const MachineToMyself alone;  // free device memory is the whole machine's figure
     CurrentPrimaryContext context;
     auto memAlloc = DRIVER_FUNCTION(driver(), cuMemAlloc);
     auto memFree = DRIVER_FUNCTION(driver(), cuMemFree);

@@ -62,8 +62,7 @@ struct ProgramCopy {
         REQUIRE(mkdtemp(pattern) != nullptr);
         folder = pattern;
         program = folder / name;
-        std::filesystem::copy_file(lessonBinary(kLesson, name), program);
-        std::filesystem::permissions(program, std::filesystem::perms::owner_all);
+        REQUIRE(copyFile(lessonBinary(kLesson, name), program.string(), 0700));
         if (withKernels) std::filesystem::copy(moduleDir(), folder / "kernels");
     }
     ~ProgramCopy() {
@@ -80,7 +79,7 @@ struct ProgramCopy {
         const std::size_t at = text.find("ret;");
         REQUIRE(at != std::string::npos);
         text.replace(at, 4, "rett;");
-        std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+        REQUIRE(writeFile(path.string(), text));
     }
 };
 
@@ -431,7 +430,7 @@ TEST_CASE("Lesson 06 with corrupt module files fails at the first load with the 
         "ELF";
     garbage.append(252, '\xab');
     for (const auto& file : moduleFilesOf("load_and_launch"))
-        std::ofstream(copy.folder / "kernels" / file, std::ios::binary) << garbage;
+        REQUIRE(writeFile((copy.folder / "kernels" / file).string(), garbage));
     const RunResult r = run(copy.program.string());
     CHECK(r.exitCode == 1);
     CHECK(contains(r.err, "CUDA driver call failed: cuModuleLoad(&fileModule, fatbinPath.c_str())"));

@@ -39,7 +39,7 @@ struct TemporaryFolder {
 };
 
 void writeText(const std::filesystem::path& path, const std::string& text) {
-    std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+    REQUIRE(harness::writeFile(path.string(), text));
 }
 
 // The lines a compile_cache run's story is told by: lookups, damage, checks and the result.

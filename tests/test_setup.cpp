@@ -16,13 +16,15 @@ namespace {
 
 // A folder of stand-in commands: `id -u` answers uid, `apt-get` fails as an offline one does.
 std::string fakeMachine(const std::string& name, int uid) {
-    const std::string dir = buildDir() + "/tests/machines/" + name;
+    const std::string dir = scratchDir() + "/machines/" + name;
     REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/bin " + dir + "/root").c_str()) == 0);
-    std::ofstream(dir + "/bin/id") << "#!/bin/sh\n[ \"$1\" = -u ] && { echo " << uid << "; exit 0; }\nexec /usr/bin/id \"$@\"\n";
-    std::ofstream(dir + "/bin/apt-get")
-        << "#!/bin/sh\necho 'Err:1 http://deb.debian.org/debian bookworm InRelease'\n"
-           "echo 'E: Unable to locate package libegl-dev' >&2\nexit 100\n";
-    REQUIRE(std::system(("chmod +x " + dir + "/bin/id " + dir + "/bin/apt-get").c_str()) == 0);
+    REQUIRE(writeFile(dir + "/bin/id",
+                      "#!/bin/sh\n[ \"$1\" = -u ] && { echo " + std::to_string(uid) + "; exit 0; }\nexec /usr/bin/id \"$@\"\n",
+                      0755));
+    REQUIRE(writeFile(dir + "/bin/apt-get",
+                      "#!/bin/sh\necho 'Err:1 http://mirror.invalid/debian bookworm InRelease'\n"
+                      "echo 'E: Unable to locate package libegl-dev' >&2\nexit 100\n",
+                      0755));
     return dir;
 }
 

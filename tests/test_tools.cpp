@@ -29,11 +29,10 @@ RunOptions makeOptions(std::vector<std::string> args) {
 // A script laid out like a lesson's program: build/tests/fakes/FOLDER/PROGRAM (the
 // runners label a program by its folder, and by folder/program when the names differ).
 std::string fakeLesson(const std::string& name, const std::string& body, const std::string& folder = "") {
-    const std::string dir = buildDir() + "/tests/fakes/" + (folder.empty() ? name : folder);
+    const std::string dir = scratchDir() + "/fakes/" + (folder.empty() ? name : folder);
     REQUIRE(std::system(("mkdir -p " + dir).c_str()) == 0);
     const std::string path = dir + "/" + name;
-    std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
-    REQUIRE(std::system(("chmod +x " + path).c_str()) == 0);
+    REQUIRE(writeFile(path, "#!/bin/sh\n" + body + "\n", 0755));
     return path;
 }
 
@@ -128,10 +127,9 @@ TEST_CASE("The bench runner names the GPU, collects bench lines, and runs nvband
     const std::string notHere =
         fakeLesson("fake-bench-skip", "echo 'Result = SKIP (needs two GPUs; this machine has 1)'; exit 77");
     // A stand-in nvbandwidth, first on PATH, prints its summary lines as the real one does.
-    const std::string tools = buildDir() + "/tests/fakes/path";
+    const std::string tools = scratchDir() + "/fakes/path";
     REQUIRE(std::system(("mkdir -p " + tools).c_str()) == 0);
-    std::ofstream(tools + "/nvbandwidth") << "#!/bin/sh\necho 'SUM host_to_device_memcpy_ce 55.23'\n";
-    REQUIRE(std::system(("chmod +x " + tools + "/nvbandwidth").c_str()) == 0);
+    REQUIRE(writeFile(tools + "/nvbandwidth", "#!/bin/sh\necho 'SUM host_to_device_memcpy_ce 55.23'\n", 0755));
 
     RunOptions options = runnerArgs({lesson, notHere});
     options.setEnv["PATH"] = tools + ":" + std::string(std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin");
@@ -157,13 +155,15 @@ TEST_CASE("The bench runner names the GPU, collects bench lines, and runs nvband
 TEST_CASE("The sanitize runner's table counts each tool's errors, also with runs in parallel", "[cpu][tools]") {
     // A stand-in compute-sanitizer: runs the program, then reports 2 errors for racecheck on
     // programs named *-racy, none otherwise, in the real tool's summary formats.
-    const std::string fake = buildDir() + "/tests/fakes/fake-sanitizer";
-    std::ofstream(fake) << "#!/bin/bash\ntool=$2; program=${@: -1}\n\"$program\"; code=$?\n"
-                           "errors=0; [ \"$tool\" = racecheck ] && [[ $program == *-racy ]] && errors=2\n"
-                           "if [ \"$tool\" = racecheck ]; then echo \"========= RACECHECK SUMMARY: 0 hazards "
-                           "displayed ($errors errors, 0 warnings)\"; else echo \"========= ERROR SUMMARY: $errors "
-                           "errors\"; fi\n[ $errors = 0 ] && exit $code || exit 99\n";
-    REQUIRE(std::system(("chmod +x " + fake).c_str()) == 0);
+    const std::string fake = scratchDir() + "/fakes/fake-sanitizer";
+    REQUIRE(std::system(("mkdir -p " + scratchDir() + "/fakes").c_str()) == 0);
+    REQUIRE(writeFile(fake,
+                      "#!/bin/bash\ntool=$2; program=${@: -1}\n\"$program\"; code=$?\n"
+                      "errors=0; [ \"$tool\" = racecheck ] && [[ $program == *-racy ]] && errors=2\n"
+                      "if [ \"$tool\" = racecheck ]; then echo \"========= RACECHECK SUMMARY: 0 hazards "
+                      "displayed ($errors errors, 0 warnings)\"; else echo \"========= ERROR SUMMARY: $errors "
+                      "errors\"; fi\n[ $errors = 0 ] && exit $code || exit 99\n",
+                      0755));
     const std::string clean = fakeLesson("fake-clean", "echo 'Result = PASS'");
     const std::string racy = fakeLesson("fake-racy", "echo 'Result = PASS'");
     const std::string skip = fakeLesson("fake-skipped", "echo 'Result = SKIP (not here)'; exit 77");
@@ -196,25 +196,26 @@ namespace {
 // script with one check that holds while `answer=42`, and a Makefile with the one target the
 // runner uses (build-99). Returns the tree's root.
 std::string fakeMutationTree() {
-    const std::string root = buildDir() + "/tests/fakes/mutate-tree";
+    const std::string root = scratchDir() + "/fakes/mutate-tree";
     REQUIRE(std::system(("rm -rf " + root + " && mkdir -p " + root + "/99-demo " + root + "/tests/mutants/99-demo")
                             .c_str()) == 0);
-    std::ofstream(root + "/99-demo/demo.sh") << "#!/bin/sh\n"
-                                                "answer=42\n"
-                                                "if [ $answer = 42 ]; then\n"
-                                                "    echo 'check answer is 42: ok'; echo 'Result = PASS'; exit 0\n"
-                                                "fi\n"
-                                                "echo 'check answer is 42: FAIL'; echo 'Result = FAIL'; exit 1\n";
-    std::ofstream(root + "/Makefile") << "build-99:\n\tmkdir -p $(BUILD)/99-demo && cp 99-demo/demo.sh "
-                                         "$(BUILD)/99-demo/demo && chmod +x $(BUILD)/99-demo/demo\n";
+    REQUIRE(writeFile(root + "/99-demo/demo.sh",
+                      "#!/bin/sh\n"
+                      "answer=42\n"
+                      "if [ $answer = 42 ]; then\n"
+                      "    echo 'check answer is 42: ok'; echo 'Result = PASS'; exit 0\n"
+                      "fi\n"
+                      "echo 'check answer is 42: FAIL'; echo 'Result = FAIL'; exit 1\n"));
+    REQUIRE(writeFile(root + "/Makefile", "build-99:\n\tmkdir -p $(BUILD)/99-demo && cp 99-demo/demo.sh "
+                                          "$(BUILD)/99-demo/demo && chmod +x $(BUILD)/99-demo/demo\n"));
     return root;
 }
 
 void writeMutant(const std::string& root, const std::string& name, const std::string& header,
                  const std::string& from, const std::string& to) {
-    std::ofstream(root + "/tests/mutants/99-demo/" + name + ".patch")
-        << header << "\n--- a/99-demo/demo.sh\n+++ b/99-demo/demo.sh\n@@ -1,3 +1,3 @@\n #!/bin/sh\n-" << from
-        << "\n+" << to << "\n if [ $answer = 42 ]; then\n";
+    REQUIRE(writeFile(root + "/tests/mutants/99-demo/" + name + ".patch",
+                      header + "\n--- a/99-demo/demo.sh\n+++ b/99-demo/demo.sh\n@@ -1,3 +1,3 @@\n #!/bin/sh\n-" + from +
+                          "\n+" + to + "\n if [ $answer = 42 ]; then\n"));
 }
 
 RunResult runMutate(const std::string& root, const std::string& driverProbe, std::vector<std::string> patches) {
