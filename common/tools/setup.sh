@@ -10,9 +10,13 @@
 #                          It never fails the build.
 # Installing never leaves the package manager's own output as the last word: it goes to a log,
 # and a short paragraph says what happened and what to do.
-# COURSE_SETUP_ROOT (tests only) puts the file checks under another root, to play a machine
-# that lacks a package.
+# The bookworm-backports source it may add names the archive of the machine's own apt sources
+# (apt-mirror.sh), so that a local mirror or proxy keeps serving it.
+# COURSE_SETUP_ROOT (tests only) puts the file checks, /etc/os-release and the apt sources under
+# another root, to play a machine that lacks a package or has other sources.
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=apt-mirror.sh
+. "$(dirname "$0")/apt-mirror.sh"
 what=${1:?usage: setup.sh catch2 | setup.sh egl OUT_DIR}
 root=${COURSE_SETUP_ROOT:-}
 multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
@@ -46,11 +50,12 @@ catch2)
     have_catch2 && exit 0
     echo "setup: Catch2 v3 (>= 3.4) not found; trying to install it (needed by make test only)"
     if can_apt; then
-        . /etc/os-release
+        # shellcheck source=/dev/null
+        [ -r "$root/etc/os-release" ] && . "$root/etc/os-release"
         if [ "${VERSION_CODENAME:-}" = bookworm ]; then
-            list=/etc/apt/sources.list.d/bookworm-backports.list
-            grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/ ||
-                echo 'deb http://deb.debian.org/debian bookworm-backports main' >"$list"
+            list=$root/etc/apt/sources.list.d/bookworm-backports.list
+            grep -rqs 'bookworm-backports' "$root/etc/apt/sources.list" "$root/etc/apt/sources.list.d/" ||
+                echo "deb $(apt_mirror bookworm setup) bookworm-backports main" >"$list"
             apt_install -t bookworm-backports catch2
         else
             apt_install catch2
