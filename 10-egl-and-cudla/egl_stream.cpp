@@ -136,6 +136,108 @@ const char* streamState(EGLDisplay display, const ConnectedStream& ends) {
     return streamStateName(state);
 }
 
+// Step 4's threads on a stream connected with default attributes. The consumer thread
+// acquires, checks and releases frame 0; only after that does the producer thread ask for
+// it back. False when a worker thread's call failed: the program then stops.
+bool askBackTheLastFrame(EGLDisplay display, const ConnectedStream& ends, const StreamEnd& producerEnd,
+                         const StreamEnd& consumerEnd, const CUeglFrame& frame, course::Verdict& verdict) {
+    std::vector<SeenFrame> seen;
+    CUresult stuck = CUDA_SUCCESS;
+    ThreadStatus consumerStatus, producerStatus;  // each written by its own thread only
+    {
+        std::promise<void> released;
+        std::thread consumer([&] { seen = consumeFrames(consumerEnd, 1, kAcquireTimeoutUs, consumerStatus); });
+        std::thread producer([&] {
+            stuck =
+                presentThenAskBack(producerEnd, frame, 0, released.get_future(), kAttemptsAfterRelease, producerStatus);
+        });
+        consumer.join();  // the consumer has released frame 0: say what it saw, then let the producer ask
+        if (seen.empty()) std::printf("consumer thread saw: nothing within the timeout\n");
+        for (const SeenFrame& seenFrame : seen) printSeenFrame(seenFrame, frame);
+        std::printf("stream state after the consumer released: %s\n", streamState(display, ends));
+        released.set_value();
+        producer.join();
+    }
+    if (!threadsSucceeded(consumerStatus, producerStatus, verdict)) return false;
+    verdict.check("consumer saw frame 0 intact",
+                  seen.size() == 1 && seen[0].frameNumber == 0 && seen[0].mismatches == 0);
+    // EGL_SUPPORT_REUSE_NV is EGL_TRUE by default: the stream keeps the last frame so the
+    // consumer can acquire it again, so it never returns to the producer while connected.
+    std::printf(
+        "producer thread, frame back with EGL_SUPPORT_REUSE_NV = EGL_TRUE (default), %d attempts: %s (code %d)\n",
+        kAttemptsAfterRelease, course::driverErrorName(stuck), static_cast<int>(stuck));
+    verdict.check("the stream keeps the last frame while reuse is on", stuck == CUDA_ERROR_LAUNCH_TIMEOUT);
+    return true;
+}
+
+// Step 5's threads on a stream without reuse: frames 0 .. kRoundTrips-1 through one buffer.
+// False when a worker thread's call failed.
+bool roundTripFrames(const StreamEnd& producerEnd, const StreamEnd& consumerEnd, const CUeglFrame& frame,
+                     course::Verdict& verdict) {
+    constexpr unsigned int kRoundTrips = 4;
+    std::vector<SeenFrame> seen;
+    std::vector<ReturnedFrame> trips;
+    ThreadStatus consumerStatus, producerStatus;
+    {
+        std::thread consumer(
+            [&] { seen = consumeFrames(consumerEnd, kRoundTrips, kAcquireTimeoutUs, consumerStatus); });
+        std::thread producer([&] { trips = presentRoundTrips(producerEnd, frame, kRoundTrips, producerStatus); });
+        consumer.join();
+        producer.join();
+    }
+    if (!threadsSucceeded(consumerStatus, producerStatus, verdict)) return false;
+    unsigned int roundTrips = 0;
+    for (unsigned int n = 0; n < kRoundTrips && n < seen.size() && n < trips.size(); ++n) {
+        std::printf(
+            "frame %u: consumer saw frame %u, mismatched pixels %u, returned to producer: %s, same buffer: %s\n", n,
+            seen[n].frameNumber, seen[n].mismatches, course::driverErrorName(trips[n].result),
+            yesNo(trips[n].sameBuffer));
+        roundTrips += seen[n].frameNumber == n && seen[n].mismatches == 0 && trips[n].sameBuffer;
+    }
+    std::printf("round trips: %u of %u\n", roundTrips, kRoundTrips);
+    verdict.check("every frame round-trips through one buffer", roundTrips == kRoundTrips);
+    return true;
+}
+
+// Step 6's threads for one mode: the producer presents frames 10 and 11 before the consumer
+// looks, then takes both buffers back. False when a worker thread's call failed.
+bool presentTwoThenConsume(bool fifo, const StreamEnd& producerEnd, const StreamEnd& consumerEnd,
+                           const CUeglFrame& frameA, const CUeglFrame& frameB, course::Verdict& verdict) {
+    const char* mode = fifo ? "fifo" : "mailbox";
+    std::vector<SeenFrame> seen;
+    int back = 0;
+    ThreadStatus consumerStatus, producerStatus;
+    {
+        std::promise<void> presented;
+        std::shared_future<void> bothPresented = presented.get_future().share();
+        std::thread consumer([&] {
+            bothPresented.wait();
+            seen = consumeFrames(consumerEnd, 2, kDrainTimeoutUs, consumerStatus);
+        });
+        std::thread producer([&] {
+            back = presentAllThenCollect(producerEnd, {frameA, frameB}, {10, 11}, presented, producerStatus);
+        });
+        consumer.join();
+        producer.join();
+    }
+    if (!threadsSucceeded(consumerStatus, producerStatus, verdict)) return false;
+    std::string seenList;
+    for (const SeenFrame& frame : seen) seenList += " " + std::to_string(frame.frameNumber);
+    std::printf("%s: presented frames 10 11, consumer saw%s\n", mode, seenList.empty() ? " nothing" : seenList.c_str());
+    std::printf("%s: frames back at the producer: %d of 2\n", mode, back);
+    // Both modes deliver intact frames in order, ending with the newest, and give both
+    // buffers back; whether frame 10 was seen is what the modes differ in.
+    const bool intact = std::all_of(seen.begin(), seen.end(), [](const SeenFrame& f) { return f.mismatches == 0; });
+    const bool inOrder = seen.size() < 2 || seen[0].frameNumber < seen[1].frameNumber;
+    const std::string m = mode;
+    verdict.check((m + " delivers intact frames in order, the newest last").c_str(),
+                  intact && inOrder && !seen.empty() && seen.back().frameNumber == 11);
+    verdict.check((m + " gives both buffers back").c_str(), back == 2);
+    verdict.check(fifo ? "fifo delivers both frames" : "mailbox delivers only the newest frame",
+                  fifo ? seen.size() == 2 : seen.size() == 1);
+    return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -186,41 +288,17 @@ int main(int argc, char** argv) {
     const CUeglFrame frameA = describeFrame(bufferA, pitch), frameB = describeFrame(bufferB, pitch);
     course::Verdict verdict;
 
-    // Step 4: the app note's flow with default attributes. The consumer thread acquires,
-    // checks and releases frame 0; only after that does the producer thread ask for it back.
+    // Step 4: the app note's flow with default attributes: the producer thread asks for its
+    // last frame back after the consumer thread released it.
     course::printStep(4, "default attributes: the producer's last frame never comes back");
     std::printf("frame: %ux%u ARGB, pitch-linear, pitch %zu bytes\n", kFrameWidth, kFrameHeight, pitch);
     const EGLint defaultAttributes[] = {EGL_NONE};
     ConnectedStream ends = connectStream(display.display, cuda, defaultAttributes);
     std::printf("stream state after both ends connect: %s\n", streamState(display.display, ends));
-    StreamEnd producerEnd{context, &cuda, &ends.producer, writeFrame};
-    StreamEnd consumerEnd{context, &cuda, &ends.consumer, checkAcquiredFrame};
-    std::vector<SeenFrame> seen;
-    CUresult stuck = CUDA_SUCCESS;
-    ThreadStatus consumerStatus, producerStatus;  // each written by its own thread only
-    {
-        std::promise<void> released;
-        std::thread consumer([&] { seen = consumeFrames(consumerEnd, 1, kAcquireTimeoutUs, consumerStatus); });
-        std::thread producer([&] {
-            stuck = presentThenAskBack(producerEnd, frameA, 0, released.get_future(), kAttemptsAfterRelease,
-                                       producerStatus);
-        });
-        consumer.join();  // the consumer has released frame 0: say what it saw, then let the producer ask
-        if (seen.empty()) std::printf("consumer thread saw: nothing within the timeout\n");
-        for (const SeenFrame& frame : seen) printSeenFrame(frame, frameA);
-        std::printf("stream state after the consumer released: %s\n", streamState(display.display, ends));
-        released.set_value();
-        producer.join();
-    }
-    if (!threadsSucceeded(consumerStatus, producerStatus, verdict)) return verdict.finish();
-    verdict.check("consumer saw frame 0 intact",
-                  seen.size() == 1 && seen[0].frameNumber == 0 && seen[0].mismatches == 0);
-    // EGL_SUPPORT_REUSE_NV is EGL_TRUE by default: the stream keeps the last frame so the
-    // consumer can acquire it again, so it never returns to the producer while connected.
-    std::printf(
-        "producer thread, frame back with EGL_SUPPORT_REUSE_NV = EGL_TRUE (default), %d attempts: %s (code %d)\n",
-        kAttemptsAfterRelease, course::driverErrorName(stuck), static_cast<int>(stuck));
-    verdict.check("the stream keeps the last frame while reuse is on", stuck == CUDA_ERROR_LAUNCH_TIMEOUT);
+    // Each thread's end of whichever stream `ends` holds: steps 5 and 6 reconnect it.
+    const StreamEnd producerEnd{context, &cuda, &ends.producer, writeFrame};
+    const StreamEnd consumerEnd{context, &cuda, &ends.consumer, checkAcquiredFrame};
+    if (!askBackTheLastFrame(display.display, ends, producerEnd, consumerEnd, frameA, verdict)) return verdict.finish();
     disconnectStream(display.display, cuda, ends);
 
     // Step 5: the cure (EGL_NV_stream_reset): with EGL_SUPPORT_REUSE_NV = EGL_FALSE the last
@@ -228,69 +306,20 @@ int main(int argc, char** argv) {
     course::printStep(5, "EGL_SUPPORT_REUSE_NV = EGL_FALSE: frames round-trip between the threads");
     const EGLint noReuse[] = {EGL_SUPPORT_REUSE_NV, EGL_FALSE, EGL_NONE};
     ends = connectStream(display.display, cuda, noReuse);
-    constexpr unsigned int kRoundTrips = 4;
-    std::vector<ReturnedFrame> trips;
-    {
-        std::thread consumer(
-            [&] { seen = consumeFrames(consumerEnd, kRoundTrips, kAcquireTimeoutUs, consumerStatus); });
-        std::thread producer([&] { trips = presentRoundTrips(producerEnd, frameA, kRoundTrips, producerStatus); });
-        consumer.join();
-        producer.join();
-    }
-    if (!threadsSucceeded(consumerStatus, producerStatus, verdict)) return verdict.finish();
-    unsigned int roundTrips = 0;
-    for (unsigned int n = 0; n < kRoundTrips && n < seen.size() && n < trips.size(); ++n) {
-        std::printf(
-            "frame %u: consumer saw frame %u, mismatched pixels %u, returned to producer: %s, same buffer: %s\n", n,
-            seen[n].frameNumber, seen[n].mismatches, course::driverErrorName(trips[n].result),
-            yesNo(trips[n].sameBuffer));
-        roundTrips += seen[n].frameNumber == n && seen[n].mismatches == 0 && trips[n].sameBuffer;
-    }
-    std::printf("round trips: %u of %u\n", roundTrips, kRoundTrips);
-    verdict.check("every frame round-trips through one buffer", roundTrips == kRoundTrips);
+    if (!roundTripFrames(producerEnd, consumerEnd, frameA, verdict)) return verdict.finish();
     disconnectStream(display.display, cuda, ends);
 
     // Step 6: mailbox (the default) keeps only the newest frame; FIFO (EGL_KHR_stream_fifo)
     // queues them. The producer presents two frames before the consumer looks.
     course::printStep(6, "EGLStream modes: mailbox vs FIFO");
     for (const bool fifo : {false, true}) {
-        const char* mode = fifo ? "fifo" : "mailbox";
         if (fifo && !hasExtension(display.extensions, "EGL_KHR_stream_fifo")) {
             std::printf("section EGLStream fifo: SKIP (the display lacks EGL_KHR_stream_fifo)\n");
             continue;
         }
         const EGLint fifoAttributes[] = {EGL_SUPPORT_REUSE_NV, EGL_FALSE, EGL_STREAM_FIFO_LENGTH_KHR, 4, EGL_NONE};
         ends = connectStream(display.display, cuda, fifo ? fifoAttributes : noReuse);
-        int back = 0;
-        {
-            std::promise<void> presented;
-            std::shared_future<void> bothPresented = presented.get_future().share();
-            std::thread consumer([&] {
-                bothPresented.wait();
-                seen = consumeFrames(consumerEnd, 2, kDrainTimeoutUs, consumerStatus);
-            });
-            std::thread producer([&] {
-                back = presentAllThenCollect(producerEnd, {frameA, frameB}, {10, 11}, presented, producerStatus);
-            });
-            consumer.join();
-            producer.join();
-        }
-        if (!threadsSucceeded(consumerStatus, producerStatus, verdict)) return verdict.finish();
-        std::string seenList;
-        for (const SeenFrame& frame : seen) seenList += " " + std::to_string(frame.frameNumber);
-        std::printf("%s: presented frames 10 11, consumer saw%s\n", mode,
-                    seenList.empty() ? " nothing" : seenList.c_str());
-        std::printf("%s: frames back at the producer: %d of 2\n", mode, back);
-        // Both modes deliver intact frames in order, ending with the newest, and give both
-        // buffers back; whether frame 10 was seen is what the modes differ in.
-        const bool intact = std::all_of(seen.begin(), seen.end(), [](const SeenFrame& f) { return f.mismatches == 0; });
-        const bool inOrder = seen.size() < 2 || seen[0].frameNumber < seen[1].frameNumber;
-        const std::string m = mode;
-        verdict.check((m + " delivers intact frames in order, the newest last").c_str(),
-                      intact && inOrder && !seen.empty() && seen.back().frameNumber == 11);
-        verdict.check((m + " gives both buffers back").c_str(), back == 2);
-        verdict.check(fifo ? "fifo delivers both frames" : "mailbox delivers only the newest frame",
-                      fifo ? seen.size() == 2 : seen.size() == 1);
+        if (!presentTwoThenConsume(fifo, producerEnd, consumerEnd, frameA, frameB, verdict)) return verdict.finish();
         disconnectStream(display.display, cuda, ends);
     }
 
