@@ -1,15 +1,17 @@
 // Lesson 20, program 1 of 3 — a tensor map, argument by argument, and the rules it must meet.
 //
 // A CUtensorMap is a 128-byte descriptor of a tensor in global memory and of the box (tile) the
-// copy engine moves between it and shared memory. Only the driver can build one:
-// cuTensorMapEncodeTiled checks each argument against its rules and writes the opaque bytes.
+// copy engine moves between it and shared memory. cuda.h calls it an opaque value that "should
+// only be accessed through CUDA APIs and PTX": cuTensorMapEncodeTiled creates one from its
+// arguments (cuTensorMapReplaceAddress changes the address in one, and PTX's tensormap.replace,
+// for sm_90a in cccl's wrappers, changes one in global memory); other code should not touch it.
 // This program encodes the map of a 1000 x 700 float matrix with 32 x 32 boxes and the 128-byte
 // swizzle, printing each argument with the rule cuda.h gives for it, then provokes three wrong
 // descriptors — a misaligned address, a row stride that is not a multiple of 16 bytes, a box
-// row wider than the swizzle span — and checks that each is refused with
-// CUDA_ERROR_INVALID_VALUE (and that the padded matrix of the second encodes). Last, two
-// observations: the driver takes a host pointer as readily as device memory, and wants a
-// current context for the call.
+// row wider than the swizzle span — and checks that the call refuses each with
+// CUDA_ERROR_INVALID_VALUE (and that the padded matrix of the second encodes). Last, two checks
+// of what this driver does beyond what cuda.h spells out: it takes a host pointer as readily as
+// device memory, and wants a current context for the call.
 //
 //   encode_rules [--device N]
 #include <cuda.h>
@@ -55,9 +57,10 @@ int main(int argc, char** argv) {
     course::printStep(3, "cuTensorMapEncodeTiled, argument by argument");
     CUtensorMap map;  // alignas(128) in cuda.h: the 64-byte alignment the call asks for is met
     std::printf(
-        "tensorMap: %zu bytes, aligned to %zu (must be 64-byte aligned; opaque: only the driver and PTX "
-        "read it)\n",
-        sizeof(map), alignof(CUtensorMap));
+        "tensorMap: %zu bytes, address mod 64: %llu (must be 64-byte aligned; cuda.h declares it alignas(%zu); "
+        "opaque: accessed only through CUDA APIs and PTX)\n",
+        sizeof(map), static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(&map) % 64),
+        alignof(CUtensorMap));
     std::printf("tensorDataType: CU_TENSOR_MAP_DATA_TYPE_FLOAT32 (4 bytes an element)\n");
     std::printf("tensorRank: 2 (1 to 5; at least 3 with interleave)\n");
     std::printf("globalAddress mod 16: %llu bytes (must be 16-byte aligned; 32 with 32-byte interleave)\n",
@@ -90,9 +93,10 @@ int main(int argc, char** argv) {
     std::printf("cuTensorMapEncodeTiled: %s\n", course::driverErrorName(valid));
     verdict.check("the valid descriptor encodes", valid == CUDA_SUCCESS);
 
-    // Step 4: three descriptors that break one rule each. The driver refuses them when they are
-    // encoded, long before a kernel would use them: REPORT_DRIVER prints its report, the
-    // program goes on.
+    // Step 4: three descriptors that break one rule each. cuda.h lists the rules and the call's
+    // return codes without tying one to the other; the checks say what this driver does: it
+    // refuses each when it is encoded, before any kernel could use it. REPORT_DRIVER prints its
+    // report, the program goes on.
     course::printStep(4, "three wrong descriptors");
     auto refused = [](const char* what, CUresult result) {
         std::printf("%s: %s\n", what, course::driverErrorName(result));
@@ -129,8 +133,10 @@ int main(int argc, char** argv) {
                   refused("boxDim {64, 32} with CU_TENSOR_MAP_SWIZZLE_128B (256-byte box rows)", wideBox));
 
     // Step 5: two things the call does not do. It checks the numbers, not the memory they name:
-    // a host pointer is as good as device memory to it. And (observed with the 580 driver; cuda.h
-    // lists the code) it wants a current context, though it only writes the map's 128 bytes.
+    // a host pointer is as good as device memory to it. And it wants a current context: cuda.h
+    // says only that it creates a descriptor and returns it in tensorMap, and lists
+    // CUDA_ERROR_INVALID_CONTEXT among its codes without saying when; these checks say what
+    // this driver does (the README names it).
     course::printStep(5, "what the driver does not check, and the context it needs");
     std::vector<float> hostMatrix(kCols * kRows);  // glibc's allocations are 16-byte aligned
     const CUresult hostPointer = lesson20::encodeFloatMatrix(
@@ -139,11 +145,18 @@ int main(int argc, char** argv) {
     std::printf("globalAddress of pageable host memory (mod 16: %llu bytes): %s\n",
                 static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(hostMatrix.data()) % 16),
                 course::driverErrorName(hostPointer));
+    verdict.check("a map of pageable host memory encodes: the driver checks numbers, not memory",
+                  hostPointer == CUDA_SUCCESS);
     CHECK_DRIVER(cuCtxSetCurrent(nullptr));
+    CUcontext current = nullptr;
+    CHECK_DRIVER(cuCtxGetCurrent(&current));
+    std::printf("current context after cuCtxSetCurrent(NULL): %s\n", current == nullptr ? "none" : "one");
     const CUresult noContext = REPORT_DRIVER(lesson20::encodeFloatMatrix(
         &wrong, matrix, kCols, kRows, kCols * sizeof(float), lesson20::kTileCols, lesson20::kTileRows,
         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
     std::printf("the valid descriptor with no current context: %s\n", course::driverErrorName(noContext));
+    verdict.check("the valid descriptor with no current context is refused with CUDA_ERROR_INVALID_CONTEXT",
+                  current == nullptr && noContext == CUDA_ERROR_INVALID_CONTEXT);
     CHECK_DRIVER(cuCtxSetCurrent(primary));
 
     // Step 6: a tensor map is a value, not a driver object: nothing to destroy. It names the

@@ -5,10 +5,14 @@
 // pattern of a matrix-multiply operand read. Unswizzled, the 32 rows of 128 bytes start in the
 // same bank and every lane's chunk lies in the same 4 banks; swizzled, 8 rows in a row spread
 // their chunks over all 32 banks. Checked: both reads return the same sums, and the copy engine
-// put each element where the XOR formula (swizzle_math.h) says. Printed: both times, observed.
+// put each element where the XOR formula (swizzle_math.h) says. Printed: both times, observed,
+// and the rate each read reached in shared-memory bytes per clock and SM, checked against the
+// limit computed from the device's attributes (32 banks x 4 bytes per clock, at the SM clock).
 // Part 2: a 256 MiB float matrix copied by tensor-map tiles, by a plain coalesced kernel and by
-// cuMemcpyDtoD, each as a share of the DRAM peak computed from two device attributes; both
-// kernels' copies are checked. With --bench: more runs and "bench:" lines.
+// cuMemcpyDtoD, each as a share of the DRAM peak computed from two device attributes (and the
+// assumption of a double data rate, common/dram_peak.h); all three copies are checked. With
+// --bench: more runs and "bench:" lines. Every kernel that waits on an mbarrier gives up after a
+// deadline and counts itself late; the host checks that no block was.
 //
 //   swizzle_bench               both parts, 10 timed runs each
 //   swizzle_bench --bench       50 timed runs each, and "bench:" lines
@@ -44,7 +48,8 @@ struct Sizes {
 };
 
 // Steps 3 and 4: the tile with and without swizzle, read by columns.
-void swizzleDemo(CUfunction readColumns, int smCount, const Sizes& sizes, bool bench, course::Verdict& verdict) {
+void swizzleDemo(CUdevice device, CUfunction readColumns, int smCount, const Sizes& sizes, bool bench,
+                 course::Verdict& verdict) {
     course::printStep(3, "the same tile with and without CU_TENSOR_MAP_SWIZZLE_128B");
     std::vector<float> tile(kTileRows * kTileCols);
     for (unsigned int i = 0; i < tile.size(); ++i) tile[i] = static_cast<float>(i);  // (r, c) = 32 r + c
@@ -77,13 +82,20 @@ void swizzleDemo(CUfunction readColumns, int smCount, const Sizes& sizes, bool b
     const size_t threads = static_cast<size_t>(blocks) * lesson20::kTileThreads;
     CUdeviceptr sums = 0;
     CUdeviceptr raw = 0;
+    CUdeviceptr late = 0;
     CHECK_DRIVER(cuMemAlloc(&sums, threads * sizeof(float)));
     CHECK_DRIVER(cuMemAlloc(&raw, tile.size() * sizeof(float)));
+    CHECK_DRIVER(cuMemAlloc(&late, sizeof(unsigned int)));
+    CHECK_DRIVER(cuMemsetD32(late, 0, 1));
     // One configuration: its time per launch, the sums and the tile as it lay in shared memory.
+    // Both buffers are first set to a NaN, which equals nothing: a run that wrote no sums, or no
+    // tile, cannot pass on what the run before it left there.
     auto run = [&](const CUtensorMap& map, int swizzled, std::vector<float>& sumsOut, std::vector<float>& rawOut) {
+        CHECK_DRIVER(cuMemsetD32(sums, 0x7fc00000u, threads));
+        CHECK_DRIVER(cuMemsetD32(raw, 0x7fc00000u, tile.size()));
         CUtensorMap mapArg = map;
         int rounds = sizes.rounds;
-        void* params[] = {&mapArg, &swizzled, &rounds, &sums, &raw};
+        void* params[] = {&mapArg, &swizzled, &rounds, &sums, &raw, &late};
         const double ms = lesson20::millisecondsPerRun(sizes.timedRuns, [&] {
             CHECK_DRIVER(
                 cuLaunchKernel(readColumns, blocks, 1, 1, lesson20::kTileThreads, 1, 1, 0, nullptr, params, nullptr));
@@ -113,6 +125,12 @@ void swizzleDemo(CUfunction readColumns, int smCount, const Sizes& sizes, bool b
         placed += swizzledRaw[lesson20::swizzle128(i * sizeof(float)) / sizeof(float)] == tile[i];
     std::printf("launch: %u blocks x %u threads, %d reads of 16 bytes per thread\n", blocks, lesson20::kTileThreads,
                 sizes.rounds);
+    // Both ways, one untimed and timedRuns timed launches each.
+    const unsigned int lateCount = lesson20::lateBlocks(late);
+    std::printf("readColumns blocks whose box had not arrived after %.0f s (the mbarrier wait's deadline): %u of %zu\n",
+                static_cast<double>(lesson20::kWaitDeadlineNs) / 1e9, lateCount,
+                static_cast<size_t>(blocks) * 2 * (sizes.timedRuns + 1));
+    verdict.check("every readColumns block's box arrived before the mbarrier wait's deadline", lateCount == 0);
     std::printf("threads with the expected sum: %zu of %zu unswizzled, %zu of %zu swizzled\n", plainRight, threads,
                 swizzledRight, threads);
     std::printf("swizzled tile elements where swizzle128 puts them: %u of %zu\n", placed, tile.size());
@@ -123,12 +141,31 @@ void swizzleDemo(CUfunction readColumns, int smCount, const Sizes& sizes, bool b
     std::printf("column reads, 128-byte swizzle: %.3f ms per launch\n", swizzledMs);
     std::printf("swizzled / unswizzled time: %.2f x\n", swizzledMs / plainMs);
     if (bench) std::printf("bench: shared-memory column reads, 128B swizzle vs none = %.2f x\n", swizzledMs / plainMs);
+    // The same times as a rate beside its limit (swizzle_math.h), at the SM clock that
+    // CU_DEVICE_ATTRIBUTE_CLOCK_RATE reports. The rate counts only the 16-byte reads, while the
+    // time also holds the launches and the tile's load: a right computation stays below the
+    // limit, and one above it counted the bytes, the time or the clock wrong (or the SMs ran
+    // faster than the clock the attribute reports).
+    int clockKHz = 0;
+    CHECK_DRIVER(cuDeviceGetAttribute(&clockKHz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, device));
+    const double bytesPerLaunch = static_cast<double>(threads) * sizes.rounds * 16.0;
+    const double plainRate = lesson20::bytesPerClockPerSm(bytesPerLaunch, plainMs, clockKHz, smCount);
+    const double swizzledRate = lesson20::bytesPerClockPerSm(bytesPerLaunch, swizzledMs, clockKHz, smCount);
+    std::printf("SM clock (CU_DEVICE_ATTRIBUTE_CLOCK_RATE): %.0f MHz\n", clockKHz / 1e3);
+    std::printf("shared-memory rate, no swizzle: %.1f bytes per clock per SM\n", plainRate);
+    std::printf("shared-memory rate, 128-byte swizzle: %.1f bytes per clock per SM\n", swizzledRate);
+    std::printf("shared-memory limit (%u banks x 4 bytes per clock): %.0f bytes per clock per SM\n", lesson20::kBanks,
+                lesson20::kSharedBytesPerClock);
+    verdict.check(
+        "both column reads stay within the shared-memory limit per clock and SM",
+        clockKHz > 0 && plainRate <= lesson20::kSharedBytesPerClock && swizzledRate <= lesson20::kSharedBytesPerClock);
+    CHECK_DRIVER(cuMemFree(late));
     CHECK_DRIVER(cuMemFree(raw));
     CHECK_DRIVER(cuMemFree(sums));
     CHECK_DRIVER(cuMemFree(matrix));
 }
 
-// Step 5: the matrix copied three ways; each kernel's copy checked bit for bit.
+// Step 5: the matrix copied three ways; each copy checked bit for bit.
 void copyComparison(CUdevice device, CUfunction copyTiles, CUfunction copyFloat4, int smCount, const Sizes& sizes,
                     bool bench, course::Verdict& verdict) {
     course::printStep(5, "a large copy: tensor-map tiles, coalesced float4 loads, cuMemcpyDtoD");
@@ -137,9 +174,9 @@ void copyComparison(CUdevice device, CUfunction copyTiles, CUfunction copyFloat4
     size_t freeBytes = 0;
     size_t totalBytes = 0;
     CHECK_DRIVER(cuMemGetInfo(&freeBytes, &totalBytes));
-    if (freeBytes < 2 * bytes + (size_t{256} << 20)) {
-        std::printf("section copy: SKIP (needs %zu MiB free, the device has %zu MiB)\n", (2 * bytes) >> 20,
-                    freeBytes >> 20);
+    const size_t needed = 2 * bytes + (size_t{256} << 20);  // source, destination and 256 MiB to spare
+    if (freeBytes < needed) {
+        std::printf("section copy: SKIP (needs %zu MiB free, the device has %zu MiB)\n", needed >> 20, freeBytes >> 20);
         return;
     }
     int memoryClockKHz = 0;
@@ -164,7 +201,10 @@ void copyComparison(CUdevice device, CUfunction copyTiles, CUfunction copyFloat4
     CHECK_DRIVER(lesson20::encodeFloatMatrix(&destinationMap, destination, sizes.copyCols, sizes.copyRows, rowBytes,
                                              lesson20::kCopyCols, lesson20::kCopyRows, CU_TENSOR_MAP_SWIZZLE_NONE,
                                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-    void* tileParams[] = {&sourceMap, &destinationMap};
+    CUdeviceptr late = 0;
+    CHECK_DRIVER(cuMemAlloc(&late, sizeof(unsigned int)));
+    CHECK_DRIVER(cuMemsetD32(late, 0, 1));
+    void* tileParams[] = {&sourceMap, &destinationMap, &late};
     const unsigned int tilesX = (sizes.copyCols + lesson20::kCopyCols - 1) / lesson20::kCopyCols;
     const unsigned int tilesY = (sizes.copyRows + lesson20::kCopyRows - 1) / lesson20::kCopyRows;
     int float4BlocksPerSm = 0;
@@ -172,10 +212,19 @@ void copyComparison(CUdevice device, CUfunction copyTiles, CUfunction copyFloat4
     const unsigned int float4Blocks = static_cast<unsigned int>(smCount * float4BlocksPerSm);
     unsigned long long float4Count = count / 4;
     void* float4Params[] = {&source, &destination, &float4Count};
-    // Each way: the destination cleared, the copy run once untimed and `timedRuns` times timed;
-    // then, for the kernels, the destination compared with the source bit for bit.
-    auto measure = [&](const char* name, const auto& enqueue, bool check) {
+    // Each way: the destination cleared and the copy run once, then the destination compared with
+    // the source bit for bit; then the runs that are timed (after one more untimed run, in
+    // millisecondsPerRun). Not when a tile-copy block gave up waiting in that first run: every
+    // further run would wait out the deadline again, and the rate would mean nothing.
+    auto measure = [&](const char* name, const auto& enqueue) {
         CHECK_DRIVER(cuMemsetD32(destination, 0, count));
+        enqueue();
+        CHECK_DRIVER(cuCtxSynchronize());
+        const bool right = lesson20::copyBack<std::uint32_t>(destination, count) == host;
+        if (lesson20::lateBlocks(late) != 0) {
+            std::printf("%s: not timed (blocks gave up waiting for their box)\n", name);
+            return right;
+        }
         const double ms = lesson20::millisecondsPerRun(sizes.timedRuns, enqueue);
         const double gbs = 2.0 * static_cast<double>(bytes) / (ms / 1e3) / 1e9;
         std::printf("%s: %.1f GB/s (read + write), %.1f %% of the DRAM peak\n", name, gbs,
@@ -184,7 +233,7 @@ void copyComparison(CUdevice device, CUfunction copyTiles, CUfunction copyFloat4
             std::printf("bench: %s %zu MiB (read + write) = %.1f GB/s\n", name, bytes >> 20, gbs);
             if (peakGBs > 0.0) std::printf("bench: %s share of DRAM peak = %.1f %%\n", name, 100.0 * gbs / peakGBs);
         }
-        return !check || lesson20::copyBack<std::uint32_t>(destination, count) == host;
+        return right;
     };
     std::printf("matrix: %u x %u floats (%zu MiB), %d timed runs each\n", sizes.copyRows, sizes.copyCols, bytes >> 20,
                 sizes.timedRuns);
@@ -194,6 +243,7 @@ void copyComparison(CUdevice device, CUfunction copyTiles, CUfunction copyFloat4
     std::printf("tensor-map tile copy: %u x %u blocks of 1 thread, boxes of %u x %u floats\n", tilesX, tilesY,
                 lesson20::kCopyCols, lesson20::kCopyRows);
     std::printf("coalesced float4 copy: %u blocks of 256 threads\n", float4Blocks);
+    // Blocks of one thread: copyTiles is written for that (kernels/tensor_map_kernels.cu).
     auto tileCopy = [&] {
         CHECK_DRIVER(cuLaunchKernel(copyTiles, tilesX, tilesY, 1, 1, 1, 1, 0, nullptr, tileParams, nullptr));
     };
@@ -201,11 +251,17 @@ void copyComparison(CUdevice device, CUfunction copyTiles, CUfunction copyFloat4
         CHECK_DRIVER(cuLaunchKernel(copyFloat4, float4Blocks, 1, 1, 256, 1, 1, 0, nullptr, float4Params, nullptr));
     };
     auto driverCopy = [&] { CHECK_DRIVER(cuMemcpyDtoD(destination, source, bytes)); };
-    const bool tilesRight = measure("tensor-map tile copy", tileCopy, true);
-    const bool float4Right = measure("coalesced float4 copy", float4Copy, true);
-    measure("cuMemcpyDtoD", driverCopy, false);
+    const bool tilesRight = measure("tensor-map tile copy", tileCopy);
+    const bool float4Right = measure("coalesced float4 copy", float4Copy);
+    const bool driverRight = measure("cuMemcpyDtoD", driverCopy);
+    const unsigned int lateCount = lesson20::lateBlocks(late);
+    std::printf("copyTiles blocks whose box had not arrived after %.0f s (the mbarrier wait's deadline): %u\n",
+                static_cast<double>(lesson20::kWaitDeadlineNs) / 1e9, lateCount);
+    verdict.check("every copyTiles block's box arrived before the mbarrier wait's deadline", lateCount == 0);
     verdict.check("the tensor-map tile copy equals the source", tilesRight);
     verdict.check("the coalesced float4 copy equals the source", float4Right);
+    verdict.check("the cuMemcpyDtoD copy equals the source", driverRight);
+    CHECK_DRIVER(cuMemFree(late));
     CHECK_DRIVER(cuMemFree(destination));
     CHECK_DRIVER(cuMemFree(source));
 }
@@ -250,7 +306,7 @@ int main(int argc, char** argv) {
     }
     std::printf("SMs: %d\n", smCount);
 
-    swizzleDemo(readColumns, smCount, sizes, bench, verdict);
+    swizzleDemo(device, readColumns, smCount, sizes, bench, verdict);
     copyComparison(device, copyTiles, copyFloat4, smCount, sizes, bench, verdict);
 
     // Step 6: reverse order.

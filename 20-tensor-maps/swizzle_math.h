@@ -1,6 +1,7 @@
-// swizzle_math.h — where CU_TENSOR_MAP_SWIZZLE_128B puts a byte of a tile in shared memory, and
-// what that does to a warp's shared-memory banks. Arithmetic only, no driver calls, so a CPU test
-// checks it; swizzle_bench checks the formula against the copy engine on the GPU.
+// swizzle_math.h — where CU_TENSOR_MAP_SWIZZLE_128B puts a byte of a tile in shared memory,
+// what that does to a warp's shared-memory banks, and the banks' limit per clock. Arithmetic
+// only, no driver calls, so a CPU test checks it; swizzle_bench checks the formula against the
+// copy engine on the GPU.
 #pragma once
 
 #include <algorithm>
@@ -31,6 +32,16 @@ inline unsigned int busiestBankWords(unsigned int chunk, bool swizzled) {
         for (unsigned int word = 0; word < 4; ++word) ++words[(placed / 4 + word) % kBanks];
     }
     return *std::max_element(words.begin(), words.end());
+}
+
+// The most a shared memory delivers: every bank one 4-byte word per clock (CUDA C++ Programming
+// Guide: "Each bank has a bandwidth of 32 bits per clock cycle"), 128 bytes per clock and SM.
+constexpr double kSharedBytesPerClock = kBanks * 4.0;
+
+// A measured rate in the same units: `bytes` read from shared memory by all SMs in
+// `milliseconds`, at an SM clock of `clockKHz`.
+constexpr double bytesPerClockPerSm(double bytes, double milliseconds, double clockKHz, int smCount) {
+    return bytes / (milliseconds / 1e3) / (clockKHz * 1e3) / smCount;
 }
 
 }  // namespace lesson20

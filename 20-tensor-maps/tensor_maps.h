@@ -50,10 +50,10 @@ inline bool tensorMapsUsable(CUdevice device, int ordinal) {
     return false;
 }
 
-// The kernels come from the fatbin. Its sm_90 code is what an H100 or H200 runs, and its PTX
-// (of the newest architecture the course builds for) is what the driver compiles for a newer
-// GPU. The cubin holds code for one GPU only, and the .ptx file, built for the oldest
-// architecture (compute_75), has nothing but __trap() in these kernels.
+// The kernels come from the fatbin: sm_90 code for compute capability 9.0, and PTX (of the
+// newest architecture the course builds for) that the driver can compile for a newer GPU; which
+// entry it loads, cuda.h does not say. The cubin holds code for one GPU only, and the .ptx file,
+// built for the oldest architecture (compute_75), has nothing but __trap() in these kernels.
 inline CUmodule loadKernels() {
     CUmodule module = nullptr;
     CHECK_DRIVER(cuModuleLoad(&module, course::kernelPath("tensor_map_kernels.fatbin").c_str()));
@@ -61,7 +61,7 @@ inline CUmodule loadKernels() {
 }
 
 // Milliseconds per run of `enqueue` (which queues work on the null stream), from events
-// recorded around `runs` runs after one untimed run.
+// recorded around `runs` runs after one untimed run (a caller's own untimed run comes on top).
 template <typename Enqueue>
 double millisecondsPerRun(int runs, const Enqueue& enqueue) {
     CUevent start = nullptr;
@@ -86,6 +86,12 @@ std::vector<T> copyBack(CUdeviceptr buffer, size_t count) {
     std::vector<T> host(count);
     CHECK_DRIVER(cuMemcpyDtoH(host.data(), buffer, count * sizeof(T)));
     return host;
+}
+
+// The kernels' count of blocks that gave up waiting for their box (kWaitDeadlineNs,
+// tile_shape.h), as it stands after the launches since it was last cleared.
+inline unsigned int lateBlocks(CUdeviceptr counter) {
+    return copyBack<unsigned int>(counter, 1)[0];
 }
 
 #if CUDA_VERSION >= 12000

@@ -17,4 +17,10 @@ constexpr unsigned int kCopyRows = 32;
 // Threads per block of the tile kernels (transformTiles, readColumns): 8 warps.
 constexpr unsigned int kTileThreads = 256;
 
+// How long a kernel waits on its mbarrier (in nanoseconds of %globaltimer) before it gives up:
+// 1 s. A wait that ends there means the bytes announced never all arrived (a byte count that
+// does not match the box, a box that does not match the tile); the block counts itself late
+// and skips its work, and the host program fails the run instead of hanging on it.
+constexpr unsigned long long kWaitDeadlineNs = 1000000000ull;
+
 }  // namespace lesson20

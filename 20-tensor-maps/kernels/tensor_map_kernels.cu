@@ -12,8 +12,13 @@
 // hardware is asked to do (libcu++'s cuda::ptx namespace wraps the same instructions). ptxas
 // (CUDA 13.0) refuses every one of them for sm_89 except mbarrier.init (sm_80 and newer), and
 // accepts every one for plain sm_90: none needs sm_90a. The "a" targets are for instructions
-// such as wgmma and setmaxnreg, which ptxas refuses for sm_90; code built for sm_90a runs only
-// on compute capability 9.0, while sm_90 code runs on 9.x and compute_90 PTX on newer GPUs too.
+// such as wgmma and setmaxnreg, which ptxas refuses for sm_90; the CUDA documentation (nvcc,
+// on architecture-specific features) describes sm_90a code as running on compute capability
+// 9.0 only, where compute_90 PTX can also be compiled for newer GPUs.
+//
+// CUtensorMap came with the CUDA 12.0 headers: built with older ones, the three tensor-map
+// kernels are left out (CUDA_VERSION < 12000) and the module holds copyFloat4 alone. The host
+// programs then skip in step 1 and never look the others up.
 #include <cuda.h>  // CUtensorMap: the 128-byte descriptor the kernels take by value
 
 #include <cstdint>
@@ -24,8 +29,15 @@ using lesson20::kCopyCols;
 using lesson20::kCopyRows;
 using lesson20::kTileCols;
 using lesson20::kTileRows;
+using lesson20::kWaitDeadlineNs;
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if CUDA_VERSION >= 12000
+#define TENSOR_MAP_KERNELS 1
+#else
+#define TENSOR_MAP_KERNELS 0
+#endif
+
+#if TENSOR_MAP_KERNELS && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define TENSOR_MAPS_AVAILABLE 1
 #else
 #define TENSOR_MAPS_AVAILABLE 0
@@ -61,11 +73,22 @@ __device__ __forceinline__ void barrierArriveExpectBytes(std::uint64_t* barrier,
                  : "memory");
 }
 
+// %globaltimer: a nanosecond clock, the deadline's measure.
+__device__ __forceinline__ unsigned long long globalTimerNs() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
 // mbarrier.try_wait.parity: has the phase of this parity completed? (The first phase has parity
-// 0.) try_wait may hold the thread for a while before it answers "not yet"; the loop asks again.
-__device__ __forceinline__ void barrierWait(std::uint64_t* barrier, unsigned int parity) {
-    unsigned int done = 0;
-    do {
+// 0, the next 1, then 0 again.) try_wait may hold the thread for a while before it answers "not
+// yet"; the loop asks again. A phase completes only when its arrivals and all its announced
+// bytes are in, so a byte count that never arrives would keep the loop going for ever: it gives
+// up after kWaitDeadlineNs and returns false.
+__device__ __forceinline__ bool barrierWait(std::uint64_t* barrier, unsigned int parity) {
+    const unsigned long long start = globalTimerNs();
+    for (;;) {
+        unsigned int done = 0;
         asm volatile(
             "{\n\t.reg .pred complete;\n\t"
             "mbarrier.try_wait.parity.shared::cta.b64 complete, [%1], %2;\n\t"
@@ -73,7 +96,9 @@ __device__ __forceinline__ void barrierWait(std::uint64_t* barrier, unsigned int
             : "=r"(done)
             : "r"(sharedAddress(barrier)), "r"(parity)
             : "memory");
-    } while (done == 0);
+        if (done != 0) return true;
+        if (globalTimerNs() - start > kWaitDeadlineNs) return false;
+    }
 }
 
 // cp.async.bulk.tensor.2d ... .tile (load): the copy engine reads the box whose first element is
@@ -121,43 +146,93 @@ __device__ __forceinline__ float4 loadShared16(unsigned int address) {
 }
 
 // One thread loads the box at (x, y) into `tile`; every thread of the block waits for it.
-__device__ __forceinline__ void loadTileForBlock(void* tile, unsigned int bytes, const CUtensorMap& map, int x, int y,
+// Returns whether the box arrived before the deadline, the same answer in every thread.
+// It waits for phase 0 (parity 0) of a barrier it has just initialised, so it works once per
+// barrier: a loop that loads tile after tile through the same barrier must wait for parity 1
+// the second time, 0 the third, and so on (or initialise the barrier again once every thread
+// has finished waiting on it).
+__device__ __forceinline__ bool loadTileForBlock(void* tile, unsigned int bytes, const CUtensorMap& map, int x, int y,
                                                  std::uint64_t* barrier) {
     if (threadIdx.x == 0) {
         barrierInit(barrier, 1);
         fenceProxyAsync();
     }
-    __syncthreads();  // no thread waits on the barrier before it is initialised
+    // No thread waits on the barrier before it is initialised; and every thread's earlier writes
+    // to the tile (transformTiles poisons it) come before thread 0 starts the load.
+    __syncthreads();
     if (threadIdx.x == 0) {
+        // The whole box's bytes, edge boxes too: the load sets the box's out-of-bounds
+        // elements to the fill (PTX ISA, "Out of Boundary Access") and counts "the amount of data
+        // copied in bytes" off the barrier (PTX ISA, cp.async.bulk.tensor). A count the copy
+        // never reaches keeps the phase open until the deadline (tile_copy's late-block check).
         barrierArriveExpectBytes(barrier, bytes);
         loadTile(tile, map, x, y, barrier);
     }
-    barrierWait(barrier, 0);
+    const bool arrived = barrierWait(barrier, 0);
+    // One late thread makes the block late: every thread then takes the same branch.
+    return __syncthreads_and(arrived) != 0;
+}
+
+// Thread 0 of a block whose box did not arrive in time counts the block in `lateBlocks`, which
+// the host reads back and checks. The block then leaves without its work: the run has failed,
+// and what it would compute from a box that never fully arrived means nothing.
+//
+// Not a pattern to copy: the block leaves with its load possibly still in flight, writing into
+// shared memory and an mbarrier that the block no longer owns (the SM may give them to the
+// next block). The deadline is here only to turn a wrong byte count, this lesson's mistake on
+// purpose, into a FAIL rather than a hang. A real program should treat a missed deadline as
+// fatal (__trap()); this lesson does not, because a trap leaves the context unusable and the
+// host would end in a CHECK_DRIVER error instead of the check that names what went wrong.
+__device__ __forceinline__ void countLateBlock(unsigned int* lateBlocks) {
+    if (threadIdx.x == 0) atomicAdd(lateBlocks, 1u);
 }
 #endif
+
+#if TENSOR_MAP_KERNELS
+// What transformTiles writes over its tile before the load: neither 0, a NaN nor 2 v + 1 of any
+// input (all >= 1), so that a zero or NaN in the edge box was written by the copy engine.
+constexpr float kTilePoison = -2.0f;
 
 // tile_copy: block (bx, by) loads the box at column bx * kTileCols, row by * kTileRows of
 // `input`, replaces each element v by 2 v + 1 in shared memory, and stores the box at the same
 // place of `output`. The last block (bottom right: its box hangs over the matrix's edge) also
 // writes the box as it was loaded, out-of-bounds fill included, to edgeBox (row-major floats).
+// A block whose box did not arrive before the deadline adds 1 to *lateBlocks and stores nothing
+// (countLateBlock says why that return is no pattern to copy).
 extern "C" __global__ void transformTiles(const __grid_constant__ CUtensorMap input,
-                                          const __grid_constant__ CUtensorMap output, float* edgeBox) {
+                                          const __grid_constant__ CUtensorMap output, float* edgeBox,
+                                          unsigned int* lateBlocks) {
 #if TENSOR_MAPS_AVAILABLE
     // Without swizzle a tensor copy needs a 128-byte aligned shared-memory address.
     __shared__ __align__(128) float tile[kTileRows * kTileCols];
     __shared__ std::uint64_t barrier;
     const int x = static_cast<int>(blockIdx.x * kTileCols);
     const int y = static_cast<int>(blockIdx.y * kTileRows);
-    loadTileForBlock(tile, sizeof(tile), input, x, y, &barrier);
+    // The tile poisoned first: the edge box the host checks then shows what the engine wrote,
+    // not what shared memory happened to hold. Each thread fences its writes (generic proxy)
+    // before the engine's (async proxy); loadTileForBlock's __syncthreads orders them before the
+    // load starts.
+    for (unsigned int i = threadIdx.x; i < kTileRows * kTileCols; i += blockDim.x) tile[i] = kTilePoison;
+    fenceProxyAsync();
+    if (!loadTileForBlock(tile, sizeof(tile), input, x, y, &barrier)) {
+        countLateBlock(lateBlocks);  // returns with the load possibly in flight: see countLateBlock
+        return;
+    }
     const bool edge = blockIdx.x == gridDim.x - 1 && blockIdx.y == gridDim.y - 1;
     for (unsigned int i = threadIdx.x; i < kTileRows * kTileCols; i += blockDim.x) {
         if (edge) edgeBox[i] = tile[i];
         tile[i] = 2.0f * tile[i] + 1.0f;
     }
-    fenceProxyAsync();  // this thread's writes to the tile, before the copy engine reads it
-    __syncthreads();    // every thread's writes, before thread 0 starts the store
+    // This thread's writes to the tile, before the copy engine reads it: the threads wrote
+    // through the generic proxy, the store reads through the async proxy, and only a proxy fence
+    // orders the two. (No check here can show it missing: a run without it may well store the
+    // same values. The rule, not an observation, is why it is here.)
+    fenceProxyAsync();
+    __syncthreads();  // every thread's writes, before thread 0 starts the store
     if (threadIdx.x == 0) {
         storeTile(output, x, y, tile);
+        // Until the engine has read the tile, the block may neither overwrite it nor exit.
+        // (Nothing here touches the tile after the store, so no check can show the wait missing.)
         commitStoresAndWaitForReads();
     }
 #else
@@ -171,15 +246,19 @@ extern "C" __global__ void transformTiles(const __grid_constant__ CUtensorMap in
 // l — where the 128-byte swizzle put it, when `swizzled` — and adds (j + 1) times the sum of its
 // 4 floats to its total (weighted, so that a chunk read from the wrong place changes the total).
 // sums[block * blockDim + thread] gets each thread's total; block 0 also writes the tile as it
-// lies in shared memory to rawTile (kTileRows * kTileCols floats).
+// lies in shared memory to rawTile (kTileRows * kTileCols floats). A block whose box did not
+// arrive before the deadline adds 1 to *lateBlocks and reads nothing.
 extern "C" __global__ void readColumns(const __grid_constant__ CUtensorMap map, int swizzled, int rounds, float* sums,
-                                       float* rawTile) {
+                                       float* rawTile, unsigned int* lateBlocks) {
 #if TENSOR_MAPS_AVAILABLE
     // 128-byte swizzle: the pattern is computed from the shared-memory address and repeats every
     // 1024 bytes, so the tile starts on a 1024-byte boundary and row 0 starts the pattern.
     __shared__ __align__(1024) float tile[kTileRows * kTileCols];
     __shared__ std::uint64_t barrier;
-    loadTileForBlock(tile, sizeof(tile), map, 0, 0, &barrier);
+    if (!loadTileForBlock(tile, sizeof(tile), map, 0, 0, &barrier)) {
+        countLateBlock(lateBlocks);  // returns with the load possibly in flight: see countLateBlock
+        return;
+    }
     if (blockIdx.x == 0)
         for (unsigned int i = threadIdx.x; i < kTileRows * kTileCols; i += blockDim.x) rawTile[i] = tile[i];
     const unsigned int lane = threadIdx.x % 32;  // = the row this thread reads (kTileRows is 32)
@@ -200,11 +279,16 @@ extern "C" __global__ void readColumns(const __grid_constant__ CUtensorMap map, 
 #endif
 }
 
-// swizzle_bench's copy: each block, of one thread, copies one kCopyCols x kCopyRows box from
-// `source` to `destination` through shared memory; the thread only starts the copies and waits.
+// swizzle_bench's copy: each block copies one kCopyCols x kCopyRows box from `source` to
+// `destination` through shared memory; its thread only starts the copies and waits. A block
+// whose box did not arrive before the deadline adds 1 to *lateBlocks and stores nothing.
 extern "C" __global__ void copyTiles(const __grid_constant__ CUtensorMap source,
-                                     const __grid_constant__ CUtensorMap destination) {
+                                     const __grid_constant__ CUtensorMap destination, unsigned int* lateBlocks) {
 #if TENSOR_MAPS_AVAILABLE
+    // One thread does everything: it initialises, arms and waits on the barrier with no
+    // __syncthreads in between, which is right only if no other thread touches the barrier or
+    // the tile. The host launches blocks of one thread; any further thread leaves here.
+    if (threadIdx.x != 0) return;
     __shared__ __align__(128) float tile[kCopyRows * kCopyCols];
     __shared__ std::uint64_t barrier;
     const int x = static_cast<int>(blockIdx.x * kCopyCols);
@@ -213,13 +297,17 @@ extern "C" __global__ void copyTiles(const __grid_constant__ CUtensorMap source,
     fenceProxyAsync();
     barrierArriveExpectBytes(&barrier, sizeof(tile));
     loadTile(tile, source, x, y, &barrier);
-    barrierWait(&barrier, 0);
+    if (!barrierWait(&barrier, 0)) {
+        countLateBlock(lateBlocks);  // returns with the load possibly in flight: see countLateBlock
+        return;
+    }
     storeTile(destination, x, y, tile);
     commitStoresAndWaitForReads();
 #else
     __trap();
 #endif
 }
+#endif  // TENSOR_MAP_KERNELS
 
 // swizzle_bench's comparison: the plain coalesced copy, 16 bytes per thread and step, with a
 // grid-stride loop (any grid size covers all `count` float4s).
