@@ -9,7 +9,9 @@
 //   retain_release [--device N]
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "../common/check_driver.h"
 #include "../common/context_flags.h"
@@ -45,8 +47,10 @@ int main(int argc, char** argv) {
     verdict.check("nothing current at start", currentAtStart == nullptr);
 
     // Step 3: set the flags before the first retain, so that the context is created with
-    // them. cuda.h: the call sets them "overwriting previously set ones", whoever set those
-    // (cudaSetDeviceFlags overwrites them likewise): set them once, in the application.
+    // them. cuda.h: "Sets the flags for the primary context on the device overwriting
+    // perviously set ones" (sic), whoever set those. The runtime's cudaSetDeviceFlags does the
+    // same to the runtime's flags (CUDA Runtime API, cuda_runtime_api.h: "the previous flags are
+    // overwritten"; cuda.h only lists it under "see also"): set them once, in the application.
     course::printStep(3, "set the flags before activation");
     CHECK_DRIVER(cuDevicePrimaryCtxSetFlags(device, CU_CTX_SCHED_BLOCKING_SYNC));
     std::printf("cuDevicePrimaryCtxSetFlags(device, CU_CTX_SCHED_BLOCKING_SYNC)\n");
@@ -83,11 +87,16 @@ int main(int argc, char** argv) {
                 course::describeContextFlags(flagsSeen).c_str());
     verdict.check("context created with the flags set before activation",
                   (flagsSeen & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC);
-    // It is an ordinary context from here on: allocate and free in it.
+    // It is an ordinary context from here on: allocate in it and write a value there. The
+    // buffer stays until step 5, which shows that a release that is not the last leaves the
+    // context, and what lives in it, as they were.
+    constexpr size_t kBufferBytes = size_t{1} << 20;
+    constexpr unsigned int kPattern = 0x04c0ffee;
     CUdeviceptr buffer = 0;
-    CHECK_DRIVER(cuMemAlloc(&buffer, 1 << 20));
-    std::printf("cuMemAlloc in the primary context: 1 MiB at 0x%llx\n", static_cast<unsigned long long>(buffer));
-    CHECK_DRIVER(cuMemFree(buffer));
+    CHECK_DRIVER(cuMemAlloc(&buffer, kBufferBytes));
+    CHECK_DRIVER(cuMemsetD32(buffer, kPattern, kBufferBytes / sizeof(unsigned int)));
+    std::printf("cuMemAlloc in the primary context: 1 MiB at 0x%llx, every word set to 0x%x\n",
+                static_cast<unsigned long long>(buffer), kPattern);
 
     // Step 5: a second retain returns the same handle and adds a reference; one release
     // takes one away. The context stays active while any reference is left.
@@ -100,6 +109,40 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
     std::printf("cuDevicePrimaryCtxRelease (one of two references)\n");
     verdict.check("still active with one reference left", showPrimaryState(device, "after one release").active == 1);
+    // "Active" would also hold for a context reset by one release too many and retained
+    // again: active too, under a handle that may even compare equal. Being current tells
+    // nothing either: a release "does not pop the context from stack in any circumstances"
+    // (cuda.h), the last one included, so it is printed, not checked. What tells is step 4's
+    // allocation, which a reset destroys: CU_POINTER_ATTRIBUTE_CONTEXT gives "the CUcontext in
+    // which ptr was allocated or registered" (cuda.h), and every word must still read back.
+    // The query answers for whatever allocation is at that address now, so it tells only while
+    // nothing else was allocated there: nothing is, in this program.
+    const CUcontext currentAfterRelease = currentContext();
+    std::printf("current context after one release: %s\n", describeCurrent(currentAfterRelease, primary));
+    CUcontext owner = nullptr;
+    const CUresult ownerResult = REPORT_DRIVER(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, buffer));
+    std::printf("CU_POINTER_ATTRIBUTE_CONTEXT of the buffer after one release: %s\n",
+                ownerResult != CUDA_SUCCESS ? course::driverErrorName(ownerResult) : describeCurrent(owner, primary));
+    const bool bufferOwned = ownerResult == CUDA_SUCCESS && owner == primary;
+    verdict.check("the context and its allocation outlive a release that is not the last", bufferOwned);
+    // Read only an allocation the context still owns: otherwise the address may be dangling.
+    std::vector<unsigned int> words(kBufferBytes / sizeof(unsigned int), 0);
+    size_t wordsKept = 0;
+    if (bufferOwned) {
+        CHECK_DRIVER(cuMemcpyDtoH(words.data(), buffer, kBufferBytes));
+        wordsKept = static_cast<size_t>(std::count(words.begin(), words.end(), kPattern));
+        std::printf("words still holding 0x%x after one release: %zu of %zu\n", kPattern, wordsKept, words.size());
+    } else {
+        std::printf("words still holding 0x%x after one release: not read (not the context's allocation)\n", kPattern);
+    }
+    verdict.check("the value written before the release is still there", bufferOwned && wordsKept == words.size());
+    // Freed while a reference keeps the context alive (nothing checks this free: the last
+    // release would free the buffer too). cuda.h names no cuMemFree error for memory a reset
+    // has already freed, so its result is no test of that. The `if` only spares the call an
+    // address the check found foreign; it is no guard to copy: after a reset a new allocation
+    // may sit at the same address under an equal handle, and the query would name it. Only a
+    // reference count kept intact (each retain balanced by one release) keeps a pointer valid.
+    if (bufferOwned) CHECK_DRIVER(cuMemFree(buffer));
 
     // Step 6: the last release resets the context: everything made in it is freed, it is
     // inactive, and the flags set in step 3 are gone with the rest of its state. Unbind

@@ -15,13 +15,16 @@
 
 namespace lesson16 {
 
-// cuLaunchKernelEx and CUlaunchConfig came with CUDA 11.8 headers, the attributes this
-// lesson uses (priority, memory sync domains) with 12.0: the lesson needs 12.0.
+// CUDA 11.8's cuda.h has cuLaunchKernelEx and CUlaunchConfig, but documents
+// CU_LAUNCH_ATTRIBUTE_PRIORITY as "Valid for graph nodes." only (12.4's: "Valid for streams,
+// graph nodes, launches.") and has no memory sync domains, which hints.cpp uses; 12.4's has
+// them. Which release between the two added them, those headers do not tell: the guard sits at
+// 12.0, so headers from 12.0 to 12.3 that lacked them would fail to compile rather than skip.
 constexpr int kHeadersNeeded = 12000;
 
 // What a program built with older headers prints instead of its steps.
 inline int skipForOldHeaders(const char* section) {
-    std::printf("section %s: SKIP (built with CUDA %s headers; needs %s)\n", section,
+    std::printf("section %s: SKIP (built with CUDA %s headers; the lesson's guard asks for %s or newer)\n", section,
                 course::formatCudaVersion(CUDA_VERSION).c_str(), course::formatCudaVersion(kHeadersNeeded).c_str());
     std::printf("Result = SKIP (cuLaunchKernelEx and its attributes need newer CUDA headers)\n");
     return course::kExitNotApplicable;

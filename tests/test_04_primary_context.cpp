@@ -1,6 +1,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <set>
@@ -52,8 +53,9 @@ const std::map<std::string, std::vector<std::string>> kChecks = {
       "setting the flags does not activate it", "active after retain", "retain leaves the current context unchanged",
       "primary current after cuCtxSetCurrent", "context created with the flags set before activation",
       "second retain returns the same handle", "still active with one reference left",
-      "nothing current before the last release", "inactive after the last release",
-      "flags back at their start value after the last release"}},
+      "the context and its allocation outlive a release that is not the last",
+      "the value written before the release is still there", "nothing current before the last release",
+      "inactive after the last release", "flags back at their start value after the last release"}},
     {"shared_by_threads",
      {"active after the main thread's retain", "every driver call on the worker thread succeeded",
       "a new thread starts with nothing current", "the thread's retain returns the main thread's handle",
@@ -133,6 +135,10 @@ TEST_CASE("Lesson 04's primary context goes from inactive to active and back as 
     CHECK(valueOf(r.out, "active after retain") == "1");
     CHECK(valueOf(r.out, "active after second retain") == "1");
     CHECK(valueOf(r.out, "active after one release") == "1");
+    // A release that is not the last leaves the very context: it still owns step 4's buffer, and
+    // every word of it keeps its value. (Being current would hold after a reset too: not asserted.)
+    CHECK(valueOf(r.out, "CU_POINTER_ATTRIBUTE_CONTEXT of the buffer after one release") == "primary");
+    CHECK(valueOf(r.out, "words still holding 0x4c0ffee after one release") == "262144 of 262144");
     CHECK(valueOf(r.out, "active after final release") == "0");
     const RunResult threads = defaultRun(kLesson, "shared_by_threads");
     CHECK(threads.exitCode == 0);
@@ -271,6 +277,59 @@ TEST_CASE("Retaining the primary context twice gives one handle, active until th
     REQUIRE(release(device) == CUDA_SUCCESS);
     // Back to where it was: inactive, when this test held the only references.
     CHECK(primaryState(device).active == before.active);
+}
+
+TEST_CASE("A retain and release that are not the last keep the primary context, its memory and its contents",
+          "[gpu][lesson04]") {
+    requireGpu();
+    auto retain = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxRetain);
+    auto release = DRIVER_FUNCTION(driver(), cuDevicePrimaryCtxRelease);
+    auto setCurrent = DRIVER_FUNCTION(driver(), cuCtxSetCurrent);
+    auto memAlloc = DRIVER_FUNCTION(driver(), cuMemAlloc);
+    auto memFree = DRIVER_FUNCTION(driver(), cuMemFree);
+    auto memsetD32 = DRIVER_FUNCTION(driver(), cuMemsetD32);
+    auto copyDtoH = DRIVER_FUNCTION(driver(), cuMemcpyDtoH);
+    auto pointerAttribute = DRIVER_FUNCTION(driver(), cuPointerGetAttribute);
+    REQUIRE((retain && release && setCurrent && memAlloc && memFree && memsetD32 && copyDtoH && pointerAttribute));
+    const CUdevice device = firstDevice();
+    constexpr unsigned int kPattern = 0x04c0ffee;
+    constexpr size_t kWords = 1024;
+    // A direct test of the driver, not of the lesson: it calls the driver itself, so no mutant
+    // of the lesson can make it fail. On a thread of its own, so that this test process's
+    // current context stays as it was; the worker records, this thread asserts. The thread's
+    // current context is not asserted: a release never pops, so it would hold after a reset too.
+    CUcontext primary = nullptr;
+    CUcontext again = nullptr;
+    CUcontext owner = nullptr;
+    CUresult ownerResult = CUDA_ERROR_UNKNOWN;
+    CUresult readResult = CUDA_ERROR_UNKNOWN;
+    CUresult freeResult = CUDA_ERROR_UNKNOWN;
+    std::vector<unsigned int> words(kWords, 0);
+    bool prepared = false;
+    std::thread([&] {
+        if (retain(&primary, device) != CUDA_SUCCESS) return;
+        CUdeviceptr buffer = 0;
+        if (setCurrent(primary) == CUDA_SUCCESS && memAlloc(&buffer, kWords * sizeof(unsigned int)) == CUDA_SUCCESS) {
+            prepared = memsetD32(buffer, kPattern, kWords) == CUDA_SUCCESS;
+            // Three pairs, none of them the last release: this thread's first reference stays,
+            // and nothing else allocates here, so the pointer query can tell.
+            for (int i = 0; i < 3 && prepared; ++i)
+                prepared = retain(&again, device) == CUDA_SUCCESS && release(device) == CUDA_SUCCESS;
+            ownerResult = pointerAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, buffer);
+            if (ownerResult == CUDA_SUCCESS && owner == primary)
+                readResult = copyDtoH(words.data(), buffer, kWords * sizeof(unsigned int));
+            freeResult = memFree(buffer);
+        }
+        setCurrent(nullptr);
+        release(device);
+    }).join();
+    REQUIRE(prepared);
+    CHECK(again == primary);
+    CHECK(ownerResult == CUDA_SUCCESS);
+    CHECK(owner == primary);
+    CHECK(readResult == CUDA_SUCCESS);
+    CHECK(std::count(words.begin(), words.end(), kPattern) == static_cast<std::ptrdiff_t>(kWords));
+    CHECK(freeResult == CUDA_SUCCESS);
 }
 
 TEST_CASE("Retaining the primary context leaves the calling thread's current context unchanged", "[gpu][lesson04]") {

@@ -28,7 +28,10 @@ unsigned long long leadingNumber(const std::optional<std::string>& value) {
 // Every check each program prints, in order.
 const std::vector<std::string> kPoolBasicsChecks = {
     "stream-ordered buffer holds the memset pattern",
+    "the new pool's release threshold reads back 0",
+    "the pool holds more than its release threshold when the synchronize comes",
     "nothing in use after the free and the synchronize",
+    "the release threshold reads back max",
     "threshold max kept the block at the synchronize",
     "cuMemPoolTrimTo gave back every reserved byte",
     "free memory back at its start",
@@ -147,6 +150,9 @@ TEST_CASE("Lesson 12 shows what threshold 0 and max keep at a synchronize, and T
     attachToReport(r);
     requireRan(r);
     CHECK(valueOf(r.out, "own pool release threshold") == "0 bytes");
+    CHECK(valueOf(r.out, "release threshold when the synchronize comes") == "0 bytes");
+    CHECK(leadingNumber(valueOf(r.out, "reserved after the free is queued")) > 0);  // above threshold 0
+    CHECK(valueOf(r.out, "release threshold after setting max") == std::to_string(UINT64_MAX) + " bytes");
     CHECK(leadingNumber(valueOf(r.out, "reserved with a 64 MiB block allocated")) >= kBlockBytes);
     CHECK(leadingNumber(valueOf(r.out, "used with a 64 MiB block allocated")) >= kBlockBytes);
     CHECK(valueOf(r.out, "used after synchronize, threshold 0") == "0 bytes");
@@ -154,6 +160,15 @@ TEST_CASE("Lesson 12 shows what threshold 0 and max keep at a synchronize, and T
         WARN("threshold 0: the pool kept memory at the synchronize (it tries to release; not promised)");
     CHECK(leadingNumber(valueOf(r.out, "reserved after synchronize, threshold max")) >= kBlockBytes);
     CHECK(valueOf(r.out, "used after synchronize, threshold max") == "0 bytes");
+    // Both figures side by side, as observed: "N vs M bytes", N and M being the threshold 0 and
+    // threshold max figures above.
+    const auto sideBySide = valueOf(r.out, "reserved after synchronize, threshold 0 vs max");
+    const auto reservedThreshold0 = valueOf(r.out, "reserved after synchronize, threshold 0");
+    const auto reservedThresholdMax = valueOf(r.out, "reserved after synchronize, threshold max");
+    REQUIRE(sideBySide);
+    REQUIRE(reservedThreshold0);
+    REQUIRE(reservedThresholdMax);
+    CHECK(*sideBySide == std::to_string(leadingNumber(reservedThreshold0)) + " vs " + *reservedThresholdMax);
     if (valueOf(r.out, "reserved grown by a second 64 MiB block") != "0 bytes")
         WARN("the second block did not come from the pool's reserve (the pool's choice)");
     CHECK(valueOf(r.out, "reserved after cuMemPoolTrimTo(pool, 0)") == "0 bytes");
