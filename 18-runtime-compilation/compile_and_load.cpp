@@ -1,8 +1,10 @@
 // Lesson 18, program 1 of 3 — NVRTC: a CUDA C++ source compiled at run time for this GPU.
 //
 // NVRTC is a library (libnvrtc): it takes a source string and compile options and gives back
-// PTX for a virtual architecture (compute_XX: the driver's JIT turns it into SASS when it is
-// loaded) or a CUBIN for a real one (sm_XX: SASS, loaded as it is). This program reads the log of
+// PTX for a virtual architecture (compute_XX: the driver compiles it to SASS for this GPU when
+// the module's code is loaded: at the load with eager loading; with lazy loading, cuda.h's
+// CUDA_MODULE_LOADING, when a function is first needed) or a CUBIN for a real one (sm_XX: SASS,
+// loaded as it is). This program reads the log of
 // a source that does not compile, compiles kernels/saxpy.cu (the very file nvcc builds for the
 // course) to both, loads the CUBIN as a library before any context exists and the PTX as a
 // module of the primary context, and checks what both kernels compute.
@@ -110,7 +112,10 @@ int main(int argc, char** argv) {
     CHECK_NVRTC(nvrtcCreateProgram(&program, source->c_str(), "saxpy.cu", 0, nullptr, nullptr));
     const nvrtcResult compiled = nvrtcCompileProgram(program, 1, ptxOptions);
     lesson18::printLog("program log", lesson18::programLog(program));  // warnings too, even on success
-    if (!verdict.check("saxpy.cu compiles", compiled == NVRTC_SUCCESS)) return verdict.finish();
+    if (!verdict.check("saxpy.cu compiles", compiled == NVRTC_SUCCESS)) {
+        CHECK_NVRTC(nvrtcDestroyProgram(&program));  // a failed compile still leaves a program to free
+        return verdict.finish();
+    }
     std::size_t ptxBytes = 0;
     CHECK_NVRTC(nvrtcGetPTXSize(program, &ptxBytes));  // counts the terminating NUL
     std::string ptx(ptxBytes, '\0');
@@ -133,8 +138,11 @@ int main(int argc, char** argv) {
     if (!verdict.check("a real architecture gives a CUBIN", cubin.result == NVRTC_SUCCESS && elf))
         return verdict.finish();
 
-    // Step 5: a library (CUDA 12.0) belongs to no context: it loads before any context exists,
-    // and its kernels run in whichever context launches them. A module needs a current context.
+    // Step 5: a library belongs to no context: it loads before any context exists. Its kernels run
+    // in the context of the stream they are launched on, or, on the NULL stream, in the context
+    // current at the launch. A module needs a current context. cuLibraryLoadData is in CUDA 12.4's
+    // cuda.h, not in 11.8's; the driver version 12.0 below is NVIDIA's release notes', not the
+    // header's.
     course::printStep(5, "the CUBIN as a library, before any context (cuLibraryLoadData)");
     CUcontext current = nullptr;
     CHECK_DRIVER(cuCtxGetCurrent(&current));
@@ -150,27 +158,36 @@ int main(int argc, char** argv) {
     CUkernel libraryKernel = nullptr;
     haveLibrary = driverVersion >= 12000 && target->cubinRuns;
     if (haveLibrary) {
+        // The current context, asked right before and right after the load: no context may have
+        // become current since the module's attempt above.
+        CUcontext before = nullptr;
+        CUcontext after = nullptr;
+        CHECK_DRIVER(cuCtxGetCurrent(&before));
         CHECK_DRIVER(cuLibraryLoadData(&library, cubin.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+        CHECK_DRIVER(cuCtxGetCurrent(&after));
         CHECK_DRIVER(cuLibraryGetKernel(&libraryKernel, library, "saxpy"));
-        std::printf("cuLibraryLoadData without a context: CUDA_SUCCESS\n");
+        std::printf("cuLibraryLoadData: CUDA_SUCCESS\n");
+        std::printf("current context before and after cuLibraryLoadData: %s, %s\n", before == nullptr ? "none" : "one",
+                    after == nullptr ? "none" : "one");
+        verdict.check("a library loads with no context current",
+                      before == nullptr && after == nullptr && library != nullptr);
     }
 #endif
     if (!haveLibrary)
         std::printf(
-            "section library: SKIP (cuLibraryLoadData needs CUDA 12.0 headers and driver, and a CUBIN "
+            "section library: SKIP (no cuLibraryLoadData in these headers or this driver, or no CUBIN "
             "this GPU runs)\n");
 
-    // Step 6: the primary context; the PTX loaded into it, which makes the driver's JIT compile it.
+    // Step 6: the primary context; the PTX loaded into it, which the driver's JIT compiles for this
+    // GPU (at the load with eager loading, when saxpy is first needed with lazy loading).
     course::printStep(6, "the primary context: the PTX as a module (driver JIT), both kernels run");
     CUcontext context = nullptr;
     CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
     CHECK_DRIVER(cuCtxSetCurrent(context));
     CUmodule module = nullptr;
     const CUresult jitted = REPORT_DRIVER(cuModuleLoadData(&module, ptx.c_str()));
-    if (jitted == CUDA_ERROR_JIT_COMPILATION_DISABLED || jitted == CUDA_ERROR_UNSUPPORTED_PTX_VERSION) {
-        std::printf("section PTX: SKIP (%s: %s)\n", course::driverErrorName(jitted),
-                    jitted == CUDA_ERROR_JIT_COMPILATION_DISABLED ? "CUDA_DISABLE_PTX_JIT is set"
-                                                                  : "this NVRTC is newer than the driver");
+    if (lesson18::ptxRefusal(jitted) != nullptr) {  // cuda.h's meaning of the result, printed
+        std::printf("section PTX: SKIP (%s: %s)\n", course::driverErrorName(jitted), lesson18::ptxRefusal(jitted));
         module = nullptr;
     } else {
         CHECK_DRIVER(jitted);
@@ -184,7 +201,8 @@ int main(int argc, char** argv) {
         CUfunction fromCubin = nullptr;  // the kernel as a function of this context, for its attributes
         CHECK_DRIVER(cuKernelGetFunction(&fromCubin, libraryKernel));
         printFunction("saxpy from the CUBIN", fromCubin);
-        // A CUkernel is launched as a CUfunction: it runs in the current context.
+        // A CUkernel is launched as a CUfunction; saxpyExact launches on the NULL stream, so it runs
+        // in the current context.
         verdict.check("the CUBIN kernel computes saxpy exactly",
                       lesson18::saxpyExact(reinterpret_cast<CUfunction>(libraryKernel)));
     }

@@ -1,6 +1,6 @@
 // kernel_cache.h — lesson 18's compile cache, in plain C++ (no CUDA, so the CPU tests use it
-// too): the FNV-1a hash, the key, where the cache lives, and entries that are written
-// atomically and checked whenever they are read.
+// too): the FNV-1a hash, the key, where the cache lives and who may own it, and entries that are
+// written atomically and checked whenever they are read.
 #pragma once
 
 #include <fcntl.h>
@@ -12,10 +12,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace lesson18 {
 
@@ -23,8 +22,9 @@ namespace lesson18 {
 // steps can be undone, so two inputs of the same length that differ in any one byte always hash
 // differently; other damage goes unnoticed with a chance of about 1 in 2^64. That is a check
 // against accidents (a crash, a full disk, a flipped bit, a file cut short). It is no defence
-// against an attacker: whoever can write the file can give it a matching hash. The cache folder's
-// permissions (0700, this user only) are what keeps others from planting code in it.
+// against an attacker: whoever can write the file can give it a matching hash. What keeps other
+// users from planting code is the folders: makePrivateFolders refuses any that another user owns
+// or could write to, and readEntry refuses symbolic links.
 constexpr std::uint64_t kFnvOffsetBasis = 14695981039346656037ull;
 constexpr std::uint64_t kFnvPrime = 1099511628211ull;
 
@@ -47,17 +47,45 @@ inline std::string hex64(std::uint64_t value) {
     return text;
 }
 
-// Everything the CUBIN depends on. Leave one out and a change to it finds the old CUBIN.
-struct KeyInputs {
-    std::string source;
-    std::string options;    // every option, in order, joined by spaces
-    int arch = 0;           // 90 for sm_90
-    int nvrtcVersion = 0;   // 13000 for NVRTC 13.0
-    int driverVersion = 0;  // cuDriverGetVersion
+// A file as the key sees it: where it is (symbolic links resolved), its size and the time it
+// was last modified. A file replaced by another version changes at least one of them, in practice.
+struct FileIdentity {
+    std::string path;
+    std::uint64_t bytes = 0;
+    std::int64_t modifiedNanoseconds = 0;  // st_mtim, in nanoseconds since 1970
 };
 
-// Each field goes in after its length, so that fields cannot run into each other:
-// ("ab", "c") and ("a", "bc") give different keys.
+inline std::optional<FileIdentity> fileIdentity(const std::string& path) {
+    char* resolved = realpath(path.c_str(), nullptr);
+    if (resolved == nullptr) return std::nullopt;
+    FileIdentity identity;
+    identity.path = resolved;
+    std::free(resolved);
+    struct stat info {};
+    if (stat(identity.path.c_str(), &info) != 0) return std::nullopt;
+    identity.bytes = static_cast<std::uint64_t>(info.st_size);
+    identity.modifiedNanoseconds = static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec;
+    return identity;
+}
+
+// Everything this lesson's compiles depend on: the source, the options, the architecture and
+// the NVRTC. Leave one out and a change to it finds the old CUBIN. Not keyed, because they never
+// change here: the program name given to nvrtcCreateProgram (always "saxpy.cu") and headers (none:
+// numHeaders is 0, and no -I option lets #include read a file). A program that varies the name
+// must key it; one that passes headers, or includes files, must key each header's name and
+// content. The driver is not among the inputs: it loads the CUBIN that NVRTC made, it does not
+// make it.
+struct KeyInputs {
+    std::string source;
+    std::vector<std::string> options;  // every option given to NVRTC, in order
+    int arch = 0;                      // 90 for sm_90
+    int nvrtcVersion = 0;              // nvrtcVersion's major and minor, 13000 for 13.0: a patch release keeps it
+    FileIdentity nvrtcLibrary;         // the NVRTC library file itself: what tells two patch releases apart
+};
+
+// Each field goes in after its length, so that fields cannot run into each other: ("ab", "c")
+// and ("a", "bc") give different keys. Each option is a field of its own, so that {"-DA=1 -DB"}
+// and {"-DA=1", "-DB"} differ too (joined with spaces, they would be the same text).
 inline std::uint64_t cacheKey(const KeyInputs& inputs) {
     std::uint64_t hash = kFnvOffsetBasis;
     auto add = [&hash](const std::string& field) {
@@ -66,10 +94,12 @@ inline std::uint64_t cacheKey(const KeyInputs& inputs) {
         hash = fnv1a(field, hash);
     };
     add(inputs.source);
-    add(inputs.options);
+    for (const std::string& option : inputs.options) add(option);
     add(std::to_string(inputs.arch));
     add(std::to_string(inputs.nvrtcVersion));
-    add(std::to_string(inputs.driverVersion));
+    add(inputs.nvrtcLibrary.path);
+    add(std::to_string(inputs.nvrtcLibrary.bytes));
+    add(std::to_string(inputs.nvrtcLibrary.modifiedNanoseconds));
     return hash;
 }
 
@@ -79,16 +109,17 @@ inline std::uint64_t cacheKey(const KeyInputs& inputs) {
 constexpr const char* kCourseSubfolder = "cuda-driver-api-course/18-runtime-compilation";
 
 struct CacheFolder {
-    std::string path;
+    std::string base;  // $XDG_CACHE_HOME or $HOME/.cache
+    std::string path;  // base + "/" + kCourseSubfolder
     std::string shown;
 };
 
 inline std::optional<CacheFolder> cacheFolder(const char* xdgCacheHome, const char* home) {
     if (xdgCacheHome != nullptr && xdgCacheHome[0] == '/')
-        return CacheFolder{std::string(xdgCacheHome) + "/" + kCourseSubfolder,
+        return CacheFolder{xdgCacheHome, std::string(xdgCacheHome) + "/" + kCourseSubfolder,
                            std::string("$XDG_CACHE_HOME/") + kCourseSubfolder};
     if (home != nullptr && home[0] == '/')
-        return CacheFolder{std::string(home) + "/.cache/" + kCourseSubfolder,
+        return CacheFolder{std::string(home) + "/.cache", std::string(home) + "/.cache/" + kCourseSubfolder,
                            std::string("$HOME/.cache/") + kCourseSubfolder};
     return std::nullopt;
 }
@@ -100,6 +131,60 @@ inline bool makeFolders(const std::string& path) {
         if (mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) return false;
         if (slash == std::string::npos) return true;
     }
+}
+
+enum class FolderState { Private, CannotCreate, NotAFolder, OtherOwner, OpenToOthers };
+
+inline const char* describe(FolderState state) {
+    switch (state) {
+        case FolderState::Private: return "private (this user's, no other user can write to it)";
+        case FolderState::CannotCreate: return "cannot be created";
+        case FolderState::NotAFolder: return "not a folder (a symbolic link or a file)";
+        case FolderState::OtherOwner: return "owned by another user";
+        case FolderState::OpenToOthers: return "open to group or others";
+    }
+    return "unknown";
+}
+
+// One folder of the cache's path, from what stat or lstat said about it: a folder, owned by
+// `user`, with none of the `forbidden` permission bits.
+inline FolderState judgeFolder(const struct stat& info, uid_t user, mode_t forbidden) {
+    if (!S_ISDIR(info.st_mode)) return FolderState::NotAFolder;
+    if (info.st_uid != user) return FolderState::OtherOwner;
+    if ((info.st_mode & forbidden) != 0) return FolderState::OpenToOthers;
+    return FolderState::Private;
+}
+
+// Makes the cache folder, or refuses it. Another user who owns a folder of the path, or may
+// write to one, can replace what is in it: the entries, or the folders below it. So the base
+// (made 0700 if missing) must be a folder of this user that group and others cannot write to
+// (they may read it: ~/.cache is often 0755). The base may be a symbolic link (~/.cache often is
+// one): it is resolved once, with realpath, and the folder it leads to is the one checked, and
+// the one every later path starts from (*resolvedPath): a link re-pointed after the check changes
+// nothing. The course's two folders below it must be this user's, not symbolic links (lstat),
+// and closed to group and others: made 0700 here, and an existing one with any other owner or
+// mode was not made by this code. Folders above the base are not checked.
+inline FolderState makePrivateFolders(const CacheFolder& folder, std::string* resolvedPath = nullptr) {
+    struct stat info {};
+    if (!makeFolders(folder.base)) return FolderState::CannotCreate;
+    char* resolved = realpath(folder.base.c_str(), nullptr);
+    if (resolved == nullptr) return FolderState::CannotCreate;
+    std::string path = resolved;
+    std::free(resolved);
+    if (lstat(path.c_str(), &info) != 0) return FolderState::CannotCreate;
+    FolderState state = judgeFolder(info, geteuid(), S_IWGRP | S_IWOTH);
+    const std::string below = kCourseSubfolder;
+    for (std::size_t from = 0; state == FolderState::Private && from <= below.size();) {
+        std::size_t slash = below.find('/', from);
+        if (slash == std::string::npos) slash = below.size();
+        path += "/" + below.substr(from, slash - from);
+        from = slash + 1;
+        if ((mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) || lstat(path.c_str(), &info) != 0)
+            return FolderState::CannotCreate;
+        state = judgeFolder(info, geteuid(), S_IRWXG | S_IRWXO);
+    }
+    if (resolvedPath != nullptr) *resolvedPath = path;
+    return state;
 }
 
 // An entry is one file, <key>.cubin: a 32-byte header, then the CUBIN.
@@ -115,12 +200,14 @@ inline std::string entryName(std::uint64_t key) {
     return hex64(key) + ".cubin";
 }
 
-enum class EntryState { Hit, Missing, NotAnEntry, OtherKey, WrongSize, Corrupt };
+enum class EntryState { Hit, Missing, NotAFile, Unreadable, NotAnEntry, OtherKey, WrongSize, Corrupt };
 
 inline const char* describe(EntryState state) {
     switch (state) {
         case EntryState::Hit: return "hit";
         case EntryState::Missing: return "miss (no entry)";
+        case EntryState::NotAFile: return "miss (a symbolic link or not a regular file)";
+        case EntryState::Unreadable: return "miss (the entry cannot be read)";
         case EntryState::NotAnEntry: return "miss (not an entry of this cache: no header)";
         case EntryState::OtherKey: return "miss (the header names another key)";
         case EntryState::WrongSize: return "miss (the size differs from the header's: cut short or extended)";
@@ -129,17 +216,42 @@ inline const char* describe(EntryState state) {
     return "miss (unknown state)";
 }
 
+// The rest of an open file, appended to `bytes`; false on a read error.
+inline bool readAll(int fd, std::string& bytes) {
+    char buffer[65536];
+    for (;;) {
+        const ssize_t got = read(fd, buffer, sizeof(buffer));
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) return false;
+        if (got == 0) return true;
+        bytes.append(buffer, static_cast<std::size_t>(got));
+    }
+}
+
 struct Lookup {
     EntryState state = EntryState::Missing;
     std::string cubin;  // only on a hit
 };
 
-// Reads an entry and believes nothing in it that it has not checked. Anything but a hit is a
-// miss: the caller compiles again and stores over the bad entry.
+// Reads an entry and believes nothing in it that it has not checked. O_NOFOLLOW: a symbolic
+// link in place of the entry is not followed (open fails with ELOOP), so a link cannot make the
+// cache read a file somewhere else. O_NONBLOCK: a FIFO in place of the entry would otherwise make
+// open wait for a writer; with it, open returns at once, and fstat then requires a regular file
+// (for which the flag is cleared before reading). Anything but a hit is a miss: the caller
+// compiles again and stores over the bad entry (a rename replaces a link itself).
 inline Lookup readEntry(const std::string& path, std::uint64_t key) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return {EntryState::Missing, {}};
-    const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) return {EntryState::Missing, {}};
+        return {errno == ELOOP ? EntryState::NotAFile : EntryState::Unreadable, {}};
+    }
+    struct stat info {};
+    const bool statted = fstat(fd, &info) == 0;
+    std::string file;
+    const bool whole = statted && S_ISREG(info.st_mode) && fcntl(fd, F_SETFL, 0) == 0 && readAll(fd, file);
+    close(fd);
+    if (statted && !S_ISREG(info.st_mode)) return {EntryState::NotAFile, {}};
+    if (!whole) return {EntryState::Unreadable, {}};
     if (file.size() < kHeaderBytes || std::memcmp(file.data(), kMagic, sizeof(kMagic)) != 0)
         return {EntryState::NotAnEntry, {}};
     std::uint64_t storedKey = 0;
@@ -166,7 +278,10 @@ inline bool writeAll(int fd, const std::string& bytes) {
 }
 
 struct Stored {
-    bool ok = false;
+    bool ok = false;            // the entry is in place
+    bool fileSynced = false;    // fsync of the file succeeded before the rename (else no rename)
+    bool folderSynced = false;  // fsync of the folder succeeded after the rename
+    bool durable = false;       // both: what fsync returned, not an observation of the disk
     std::string temporaryName;  // the file written first, in the same folder
 };
 
@@ -174,8 +289,10 @@ struct Stored {
 // mode 0600), flushes it to the disk (fsync), then renames it to <key>.cubin. POSIX rename()
 // replaces the name in one step: a reader in another process opens the old entry or the new one,
 // never a half-written file, and of two processes storing the same key one whole entry stays.
-// A crash can still leave a temporary file behind, or, on some file systems, a damaged entry:
-// readEntry refuses that, and the next store replaces it.
+// The rename changes the folder, not the file: until the folder too is flushed (fsync on the
+// folder, opened O_DIRECTORY), a crash may lose the new name, and the next run misses and stores
+// again. A crash can also leave a temporary file behind, or, on some file systems, a damaged
+// entry: readEntry refuses that, and the next store replaces it.
 inline Stored writeEntry(const std::string& folder, std::uint64_t key, const std::string& cubin) {
     Stored stored;
     std::string temporary = folder + "/" + entryName(key) + ".tmp.XXXXXX";
@@ -189,11 +306,18 @@ inline Stored writeEntry(const std::string& folder, std::uint64_t key, const std
     std::memcpy(header.data() + 8, &key, 8);
     std::memcpy(header.data() + 16, &bytes, 8);
     std::memcpy(header.data() + 24, &hash, 8);
-    bool ok = writeAll(fd, header) && writeAll(fd, cubin) && fsync(fd) == 0;
-    ok = close(fd) == 0 && ok;
+    bool ok = writeAll(fd, header) && writeAll(fd, cubin);
+    stored.fileSynced = ok && fsync(fd) == 0;
+    ok = close(fd) == 0 && stored.fileSynced;
     if (ok) ok = std::rename(temporary.c_str(), (folder + "/" + entryName(key)).c_str()) == 0;
     if (!ok) unlink(temporary.c_str());
     stored.ok = ok;
+    if (ok) {
+        const int folderFd = open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        stored.folderSynced = folderFd >= 0 && fsync(folderFd) == 0;
+        if (folderFd >= 0) close(folderFd);
+    }
+    stored.durable = stored.fileSynced && stored.folderSynced;
     return stored;
 }
 
@@ -202,9 +326,10 @@ inline bool removeEntry(const std::string& path) {
     return unlink(path.c_str()) == 0 || errno == ENOENT;
 }
 
+// Whether the name is there: lstat, so that a symbolic link counts even where it leads nowhere.
 inline bool fileExists(const std::string& path) {
     struct stat info {};
-    return stat(path.c_str(), &info) == 0;
+    return lstat(path.c_str(), &info) == 0;
 }
 
 }  // namespace lesson18

@@ -12,10 +12,13 @@
 18-runtime-compilation_RUN_ALONE := templates_and_lto compile_cache
 
 # NVRTC is in every toolkit the course claims. nvJitLink (link-time optimisation at run time)
-# came with CUDA 12.0: it is linked, and the code that needs it compiled, only where the
-# toolkit has it, so the lesson still builds with an 11.x toolkit and says SKIP there.
+# is not in every one (CUDA 11.8's toolkit has no nvJitLink.h; NVIDIA's release notes date it to
+# 12.0): it is linked, and the code that needs it compiled, only where the toolkit has it, so the
+# lesson still builds with an older toolkit and says SKIP there.
 18-runtime-compilation_NVJITLINK := $(wildcard $(CUDA_PATH)/lib64/libnvJitLink.so)
-18-runtime-compilation_LDLIBS := -lnvrtc $(if $(18-runtime-compilation_NVJITLINK),-lnvJitLink)
+# -ldl: compile_cache finds the NVRTC library file with dlsym and dladdr (part of libc since
+# glibc 2.34, a separate library before).
+18-runtime-compilation_LDLIBS := -lnvrtc $(if $(18-runtime-compilation_NVJITLINK),-lnvJitLink) -ldl
 18-runtime-compilation_CXXFLAGS := $(if $(18-runtime-compilation_NVJITLINK),-DLESSON18_HAVE_NVJITLINK=1)
 
 # The programs compile kernels/saxpy.cu at run time, the very file nvcc builds into

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cuda.h>
+#include <dlfcn.h>
 #include <nvrtc.h>
 
 #include <cstdio>
@@ -15,8 +16,10 @@
 
 #include "../common/check_driver.h"
 #include "../common/course_util.h"
+#include "kernel_cache.h"
 
-// nvJitLink (link-time optimisation at run time) came with CUDA 12.0 as a library of its own.
+// nvJitLink (link-time optimisation at run time) is a library of its own: CUDA 11.8's toolkit
+// has no nvJitLink.h, 12.4's has one (NVIDIA's release notes date it to 12.0, the guard below).
 // lesson.mk defines LESSON18_HAVE_NVJITLINK where the toolkit has it and links -lnvJitLink.
 #if defined(LESSON18_HAVE_NVJITLINK) && CUDA_VERSION >= 12000 && __has_include(<nvJitLink.h>)
 #include <nvJitLink.h>
@@ -64,6 +67,7 @@ inline void reportNvrtcError(nvrtcResult result, const char* expression, const c
 namespace lesson18 {
 
 // NVRTC's version in the driver's encoding (13.0 -> 13000), for printing and for cache keys.
+// nvrtcVersion gives a major and a minor number only: two patch releases of one minor give the same.
 inline int nvrtcVersionNumber() {
     int major = 0;
     int minor = 0;
@@ -71,10 +75,36 @@ inline int nvrtcVersionNumber() {
     return 1000 * major + 10 * minor;
 }
 
+// The NVRTC library file this process runs: what tells two patch releases apart for a cache key.
+// dladdr names the file that holds an address; the address is nvrtcVersion's in the libraries
+// loaded after this program (dlsym with RTLD_NEXT), not the one the program itself uses, which
+// may be a stub inside the program. nullopt when the file cannot be found.
+inline std::optional<FileIdentity> nvrtcLibraryFile() {
+    void* function = dlsym(RTLD_NEXT, "nvrtcVersion");
+    Dl_info info{};
+    if (function == nullptr || dladdr(function, &info) == 0 || info.dli_fname == nullptr) return std::nullopt;
+    return fileIdentity(info.dli_fname);
+}
+
+// NVRTC may answer a compile from a cache of its own: CUDA 13.0's nvrtc.h lists the option
+// --no-cache, "Disable the use of cache for both ptx and cubin code generation", with no version
+// (12.4's nvrtc.h does not list it). A program that times compiles adds it. The version 12.9 below
+// is not from the header: NVRTC's user guide dates the cache to it ("Caching (CUDA 12.9+)"). An
+// option NVRTC does not take may fail the compile (nvrtcCompileProgram lists
+// NVRTC_ERROR_INVALID_OPTION among its results), so the option is added only where both the
+// headers (CUDA_VERSION) and the NVRTC loaded (nvrtcVersion) are 12.9 or newer.
+inline bool nvrtcHasNoCacheOption() {
+#if CUDA_VERSION >= 12090
+    return nvrtcVersionNumber() >= 12090;
+#else
+    return false;
+#endif
+}
+
 // What this GPU gets from this NVRTC. Architectures are numbered like compute capabilities:
 // 90 is 9.0. PTX for compute_XX runs on every GPU of compute capability XX or newer (the driver
-// compiles it); SASS for sm_XX only within major version X, minor not below (the "Binary
-// Compatibility" rule of the CUDA C++ Programming Guide).
+// compiles it); SASS for sm_XX only within major version X, minor not below. Both rules are the
+// CUDA C++ Programming Guide's (binary and PTX compatibility), not cuda.h's.
 struct Target {
     int computeCapability = 0;  // of the GPU, 90 for 9.0
     int arch = 0;               // the newest architecture NVRTC knows that is not newer than the GPU
@@ -172,7 +202,7 @@ inline Compiled compileSource(const std::string& source, const char* name, const
         compiled.image.resize(bytes);
         if (bytes > 0) CHECK_NVRTC(nvrtcGetCUBIN(program, compiled.image.data()));
     }
-#if CUDA_VERSION >= 12000
+#if CUDA_VERSION >= 12000  // nvrtcGetLTOIR: in 12.4's nvrtc.h, not in 11.8's
     if (compiled.result == NVRTC_SUCCESS && output == Output::LtoIr) {
         CHECK_NVRTC(nvrtcGetLTOIRSize(program, &bytes));
         compiled.image.resize(bytes);
@@ -192,31 +222,50 @@ inline std::optional<std::string> readKernelSource() {
     return source;
 }
 
+// Elements placed after the n a kernel is given, as many as a block has threads: the last block
+// runs up to 255 threads past n, and a kernel without its bounds check writes there. The guard
+// holds a value the kernel never writes; it must come back unchanged.
+constexpr int kGuardElements = 256;
+constexpr float kGuardValue = -12345.0f;
+
 // Runs saxpy (y = a x + y) on 100003 elements with a = 2, x[i] = i % 1000, y[i] = 1 and
-// checks every y[i] == 2 x[i] + 1 on the host. Small integers are exact in float, fused
-// multiply-add or not, so "exact" means exact. The function may be a CUkernel of a library
-// (cast to CUfunction): it runs in the current context.
+// checks every y[i] == 2 x[i] + 1 on the host, and that the guard after y is untouched. Small
+// integers are exact in float, fused multiply-add or not, so "exact" means exact. The function may
+// be a CUkernel of a library (cast to CUfunction): launched on the NULL stream, as here, it runs in
+// the current context (with a stream, in the stream's context).
 inline bool saxpyExact(CUfunction saxpy) {
-    constexpr int kCount = 100003;  // not a multiple of the block: the bounds check is used
-    std::vector<float> x(kCount);
-    std::vector<float> y(kCount, 1.0f);
+    constexpr int kCount = 100003;  // not a multiple of the block: 93 threads of the last block are past the end
+    constexpr std::size_t kBytes = (kCount + kGuardElements) * sizeof(float);
+    std::vector<float> x(kCount + kGuardElements, kGuardValue);
+    std::vector<float> y(kCount + kGuardElements, kGuardValue);
     for (int i = 0; i < kCount; ++i) x[i] = static_cast<float>(i % 1000);
+    for (int i = 0; i < kCount; ++i) y[i] = 1.0f;
+    const std::vector<float> before = y;
     CUdeviceptr dx = 0;
     CUdeviceptr dy = 0;
-    CHECK_DRIVER(cuMemAlloc(&dx, kCount * sizeof(float)));
-    CHECK_DRIVER(cuMemAlloc(&dy, kCount * sizeof(float)));
-    CHECK_DRIVER(cuMemcpyHtoD(dx, x.data(), kCount * sizeof(float)));
-    CHECK_DRIVER(cuMemcpyHtoD(dy, y.data(), kCount * sizeof(float)));
+    CHECK_DRIVER(cuMemAlloc(&dx, kBytes));
+    CHECK_DRIVER(cuMemAlloc(&dy, kBytes));
+    CHECK_DRIVER(cuMemcpyHtoD(dx, x.data(), kBytes));
+    CHECK_DRIVER(cuMemcpyHtoD(dy, y.data(), kBytes));
     float a = 2.0f;
     int count = kCount;
     void* params[] = {&a, &dx, &dy, &count};
     CHECK_DRIVER(cuLaunchKernel(saxpy, (kCount + 255) / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
-    CHECK_DRIVER(cuMemcpyDtoH(y.data(), dy, kCount * sizeof(float)));  // waits for the kernel
+    CHECK_DRIVER(cuMemcpyDtoH(y.data(), dy, kBytes));  // waits for the kernel
     CHECK_DRIVER(cuMemFree(dy));
     CHECK_DRIVER(cuMemFree(dx));
     int wrong = 0;
     for (int i = 0; i < kCount; ++i) wrong += y[i] != 2.0f * x[i] + 1.0f;
-    return wrong == 0;
+    const bool guardKept = std::memcmp(y.data() + kCount, before.data() + kCount, kGuardElements * sizeof(float)) == 0;
+    return wrong == 0 && guardKept;
+}
+
+// What cuda.h says a refused PTX load means, for the two results that a program here turns into
+// a SKIP of its PTX section; nullptr for any other result.
+inline const char* ptxRefusal(CUresult result) {
+    if (result == CUDA_ERROR_JIT_COMPILATION_DISABLED) return "PTX JIT compilation was disabled";
+    if (result == CUDA_ERROR_UNSUPPORTED_PTX_VERSION) return "the PTX was compiled with an unsupported toolchain";
+    return nullptr;
 }
 
 }  // namespace lesson18

@@ -6,16 +6,20 @@
 // that calls step(), and the unit that defines step(). Compiled apart (-rdc=true) and linked by
 // the driver (cuLink*, as in lesson 06) the call stays a call: neither compile saw both halves.
 // Compiled to LTO-IR (-dlto) and linked by nvJitLink with -lto, the optimiser sees both and can
-// inline it. The program compares the two kernels: result, registers, local memory, time.
+// inline it: the PTX that nvJitLink links with -ptx shows whether it did (printed, not checked:
+// nvJitLink.h promises only "Do link time optimization"). The program checks both kernels'
+// results against the host and prints their registers, local memory and time.
 //
 //   templates_and_lto [--device N]
 #include <cuda.h>
 #include <nvrtc.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,43 +38,53 @@ __global__ void scaleBy(T* data, T factor, int n) {
 }
 )";
 
-constexpr const char* kKernelUnit = R"(__device__ float step(float x, int k);  // defined in step.cu
+// Unsigned integers, so that the host's result (iterate_run.h) is exact: each step is a bijection
+// of 32-bit values, and the result depends on the element read and on the number of steps.
+constexpr const char* kKernelUnit = R"(__device__ unsigned step(unsigned x, int k);  // defined in step.cu
 
-extern "C" __global__ void iterate(const float* in, float* out, int n, int steps) {
+extern "C" __global__ void iterate(const unsigned* in, unsigned* out, int n, int steps) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    float x = in[i];
+    unsigned x = in[i];
     for (int k = 0; k < steps; ++k) x = step(x, k);
     out[i] = x;
 }
 )";
 
-constexpr const char* kStepUnit = R"(__device__ float step(float x, int k) {
-    return x * 0.5f + static_cast<float>(k & 3);
+constexpr const char* kStepUnit = R"(__device__ unsigned step(unsigned x, int k) {
+    return x * 1664525u + 1013904223u + static_cast<unsigned>(k);
 }
 )";
 
-// scaleBy<T> on 4099 elements data[i] = i % 1000 with factor 3: small integers, exact in T.
+// scaleBy<T> on 4099 elements data[i] = i % 1000 with factor 3: small integers, exact in T. A
+// guard of lesson18::kGuardElements follows them: the last block runs 253 threads past the end,
+// and the guard must come back unchanged (the kernel's bounds check).
 template <typename T>
 bool scaleExact(CUfunction scaleBy) {
     constexpr int kCount = 4099;
-    std::vector<T> data(kCount);
+    constexpr std::size_t kBytes = (kCount + lesson18::kGuardElements) * sizeof(T);
+    std::vector<T> data(kCount + lesson18::kGuardElements, static_cast<T>(lesson18::kGuardValue));
     for (int i = 0; i < kCount; ++i) data[i] = static_cast<T>(i % 1000);
+    const std::vector<T> before = data;
     CUdeviceptr device = 0;
-    CHECK_DRIVER(cuMemAlloc(&device, kCount * sizeof(T)));
-    CHECK_DRIVER(cuMemcpyHtoD(device, data.data(), kCount * sizeof(T)));
+    CHECK_DRIVER(cuMemAlloc(&device, kBytes));
+    CHECK_DRIVER(cuMemcpyHtoD(device, data.data(), kBytes));
     T factor = static_cast<T>(3);
     int count = kCount;
     void* params[] = {&device, &factor, &count};
     CHECK_DRIVER(cuLaunchKernel(scaleBy, (kCount + 255) / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
-    CHECK_DRIVER(cuMemcpyDtoH(data.data(), device, kCount * sizeof(T)));
+    CHECK_DRIVER(cuMemcpyDtoH(data.data(), device, kBytes));
     CHECK_DRIVER(cuMemFree(device));
     for (int i = 0; i < kCount; ++i)
         if (data[i] != static_cast<T>(i % 1000) * factor) return false;
-    return true;
+    return std::memcmp(data.data() + kCount, before.data() + kCount, lesson18::kGuardElements * sizeof(T)) == 0;
 }
 
-// Step 2: two instantiations named before the compile, their mangled names read after it.
+// Step 2: two instantiations named before the compile, their mangled names read after it and
+// copied while the program lives: nvrtc.h says the name's memory "is released when the NVRTC
+// program is destroyed by nvrtcDestroyProgram". The copies are used after it. No check shows the
+// order: a copy made too late reads freed memory, which may still hold the old bytes, so such a
+// mistake passes or fails by chance; the order is right by construction, not by a check.
 void templateKernels(const lesson18::Target& target, course::Verdict& verdict) {
     const char* expressions[] = {"scaleBy<float>", "scaleBy<int>"};
     const std::string architecture = target.cubinOption();
@@ -80,14 +94,16 @@ void templateKernels(const lesson18::Target& target, course::Verdict& verdict) {
     for (const char* expression : expressions) CHECK_NVRTC(nvrtcAddNameExpression(program, expression));
     const nvrtcResult compiled = nvrtcCompileProgram(program, 1, options);
     lesson18::printLog("program log", lesson18::programLog(program));
-    if (!verdict.check("scale_by.cu compiles", compiled == NVRTC_SUCCESS)) std::exit(verdict.finish());
-    std::string lowered[2];
-    for (int i = 0; i < 2; ++i) {
-        const char* name = nullptr;
-        CHECK_NVRTC(nvrtcGetLoweredName(program, expressions[i], &name));
-        lowered[i] = name;  // a copy: NVRTC frees the name with the program
-        std::printf("lowered name of %s: %s\n", expressions[i], lowered[i].c_str());
+    if (!verdict.check("scale_by.cu compiles", compiled == NVRTC_SUCCESS)) {
+        CHECK_NVRTC(nvrtcDestroyProgram(&program));  // a failed compile still leaves a program to free
+        return;
     }
+    const char* names[2] = {};  // NVRTC's memory, valid until nvrtcDestroyProgram
+    for (int i = 0; i < 2; ++i) {
+        CHECK_NVRTC(nvrtcGetLoweredName(program, expressions[i], &names[i]));
+        std::printf("lowered name of %s: %s\n", expressions[i], names[i]);
+    }
+    const std::string lowered[2] = {names[0], names[1]};  // the copies, made while the program lives
     std::size_t bytes = 0;
     CHECK_NVRTC(nvrtcGetCUBINSize(program, &bytes));
     std::string cubin(bytes, '\0');
@@ -101,10 +117,12 @@ void templateKernels(const lesson18::Target& target, course::Verdict& verdict) {
     verdict.check("the source-level name is not a symbol of the module", found == CUDA_ERROR_NOT_FOUND);
     CUfunction scaleFloat = nullptr;
     CUfunction scaleInt = nullptr;
-    CHECK_DRIVER(cuModuleGetFunction(&scaleFloat, module, lowered[0].c_str()));
-    CHECK_DRIVER(cuModuleGetFunction(&scaleInt, module, lowered[1].c_str()));
-    verdict.check("scaleBy<float> scales floats exactly", scaleExact<float>(scaleFloat));
-    verdict.check("scaleBy<int> scales ints exactly", scaleExact<int>(scaleInt));
+    const CUresult foundFloat = REPORT_DRIVER(cuModuleGetFunction(&scaleFloat, module, lowered[0].c_str()));
+    const CUresult foundInt = REPORT_DRIVER(cuModuleGetFunction(&scaleInt, module, lowered[1].c_str()));
+    std::printf("cuModuleGetFunction(lowered names): %s, %s\n", course::driverErrorName(foundFloat),
+                course::driverErrorName(foundInt));
+    verdict.check("scaleBy<float> scales floats exactly", foundFloat == CUDA_SUCCESS && scaleExact<float>(scaleFloat));
+    verdict.check("scaleBy<int> scales ints exactly", foundInt == CUDA_SUCCESS && scaleExact<int>(scaleInt));
     CHECK_DRIVER(cuModuleUnload(module));
 }
 
@@ -123,8 +141,12 @@ std::string compileUnit(const char* source, const char* name, const std::vector<
 }
 
 // Step 3: the driver's linker joins two relocatable CUBINs; the linked image is loaded before
-// cuLinkDestroy, which frees it. The error log's buffer is declared first: cuda.h wants option
-// values to stay valid as long as the link state lives.
+// cuLinkDestroy (cuda.h: "The cubin is owned by state, so it should be loaded before state is
+// destroyed via cuLinkDestroy"). No check shows that order: an image read after cuLinkDestroy
+// may still hold its old bytes, so such a mistake passes or fails by chance. The error log's
+// buffer is declared first: cuda.h wants option values to stay valid as long as the link state
+// lives. nullptr when the link fails (the check says so); the link state is destroyed on every
+// path.
 CUmodule linkWithDriver(const lesson18::Target& target, course::Verdict& verdict) {
     std::string kernel =
         compileUnit(kKernelUnit, "iterate.cu", {target.cubinOption(), "-rdc=true"}, lesson18::Output::Cubin);
@@ -142,17 +164,46 @@ CUmodule linkWithDriver(const lesson18::Target& target, course::Verdict& verdict
     const CUresult completed = REPORT_DRIVER(cuLinkComplete(link, &linked, &linkedBytes));
     if (!verdict.check("cuLink links the two units", completed == CUDA_SUCCESS)) {
         lesson18::printLog("link error log", errorLog.data());
-        std::exit(verdict.finish());
+        CHECK_DRIVER(cuLinkDestroy(link));
+        return nullptr;
     }
+    // The image belongs to the link state: looked at and loaded before cuLinkDestroy frees it.
+    const bool elf = linkedBytes > 4 && std::memcmp(linked, "\177ELF", 4) == 0;
     CUmodule module = nullptr;
     CHECK_DRIVER(cuModuleLoadData(&module, linked));
     CHECK_DRIVER(cuLinkDestroy(link));
-    std::printf("cuLinkComplete: %zu bytes, loaded before cuLinkDestroy\n", linkedBytes);
+    std::printf("cuLinkComplete: %zu bytes, an ELF file: %s, loaded before cuLinkDestroy\n", linkedBytes,
+                elf ? "yes" : "NO");
     return module;
 }
 
 #if LESSON18_NVJITLINK
-// nvJitLink's error log, or "" (its size, like NVRTC's, counts a NUL).
+// The call instructions in a PTX text: the words "call" and "call.<modifier>" ("call.uni"),
+// outside "//" comments (NVRTC's PTX has "// callseq" comments around each call).
+int callsIn(const std::string& ptx) {
+    int calls = 0;
+    std::string word;
+    bool inComment = false;
+    for (std::size_t i = 0; i <= ptx.size(); ++i) {
+        const char c = i < ptx.size() ? ptx[i] : '\n';
+        const bool commentStarts = !inComment && c == '/' && i + 1 < ptx.size() && ptx[i + 1] == '/';
+        const bool wordChar =
+            !inComment && !commentStarts &&
+            (std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '$' || c == '%');
+        if (wordChar) {
+            word += c;
+            continue;
+        }
+        if (word == "call" || word.rfind("call.", 0) == 0) ++calls;
+        word.clear();
+        if (commentStarts) inComment = true;
+        if (c == '\n') inComment = false;
+    }
+    return calls;
+}
+
+// nvJitLink's error log, or "". nvJitLink.h says only that nvJitLinkGetErrorLogSize "gets the
+// size of the error log": any NUL at the end is dropped here, whether the size counts one or not.
 std::string errorLogOf(nvJitLinkHandle handle) {
     std::size_t bytes = 0;
     CHECK_NVJITLINK(nvJitLinkGetErrorLogSize(handle, &bytes));
@@ -163,7 +214,12 @@ std::string errorLogOf(nvJitLinkHandle handle) {
 }
 
 // Step 4: both units as LTO-IR; first a link that lacks step.cu (its error log), then the link
-// of both. -arch names the SASS the linked CUBIN holds; -lto optimises across the units.
+// of both. -arch names the SASS the linked CUBIN holds; -lto optimises across the units. Then the
+// same link once more with -ptx (nvJitLink.h: "Emit ptx after linking instead of cubin; only
+// supported with -lto"), to read what the optimiser did with the call to step: the calls in the
+// PTX of iterate.cu alone and in the linked PTX are printed, not checked (nvJitLink.h promises
+// "Do link time optimization", not an inlining). nullptr when a link fails (the check says
+// which); every handle is destroyed on every path.
 CUmodule linkWithLto(const lesson18::Target& target, course::Verdict& verdict) {
     const std::string kernel =
         compileUnit(kKernelUnit, "iterate.cu", {target.ptxOption(), "-dlto"}, lesson18::Output::LtoIr);
@@ -179,9 +235,9 @@ CUmodule linkWithLto(const lesson18::Target& target, course::Verdict& verdict) {
     CHECK_NVJITLINK(nvJitLinkDestroy(&alone));
     std::printf("nvJitLinkComplete without step.cu: nvJitLinkResult %d\n", static_cast<int>(aloneResult));
     lesson18::printLog("error log", aloneLog);
-    // _Z4stepfi is step(float, int), mangled: what iterate.cu refers to.
+    // _Z4stepji is step(unsigned int, int), mangled: what iterate.cu refers to.
     verdict.check("without step.cu the link fails and the log names step",
-                  aloneResult != NVJITLINK_SUCCESS && aloneLog.find("_Z4stepfi") != std::string::npos);
+                  aloneResult != NVJITLINK_SUCCESS && aloneLog.find("_Z4stepji") != std::string::npos);
 
     nvJitLinkHandle handle = nullptr;
     CHECK_NVJITLINK(nvJitLinkCreate(&handle, 2, options));
@@ -190,7 +246,8 @@ CUmodule linkWithLto(const lesson18::Target& target, course::Verdict& verdict) {
     const nvJitLinkResult completed = nvJitLinkComplete(handle);
     if (!verdict.check("nvJitLink links the two units with -lto", completed == NVJITLINK_SUCCESS)) {
         lesson18::printLog("error log", errorLogOf(handle));
-        std::exit(verdict.finish());
+        CHECK_NVJITLINK(nvJitLinkDestroy(&handle));
+        return nullptr;
     }
     std::size_t bytes = 0;
     CHECK_NVJITLINK(nvJitLinkGetLinkedCubinSize(handle, &bytes));
@@ -198,6 +255,32 @@ CUmodule linkWithLto(const lesson18::Target& target, course::Verdict& verdict) {
     CHECK_NVJITLINK(nvJitLinkGetLinkedCubin(handle, cubin.data()));
     CHECK_NVJITLINK(nvJitLinkDestroy(&handle));  // the CUBIN is our copy: it outlives the handle
     std::printf("nvJitLinkComplete: %zu bytes\n", bytes);
+
+    const lesson18::Compiled own =
+        lesson18::compileSource(kKernelUnit, "iterate.cu", {target.ptxOption(), "-rdc=true"}, lesson18::Output::Ptx);
+    std::printf("calls in the PTX of iterate.cu alone (-rdc=true): %d\n", callsIn(own.image));
+    const char* ptxOptions[] = {"-lto", "-ptx", arch.c_str()};
+    nvJitLinkHandle ptxLink = nullptr;
+    CHECK_NVJITLINK(nvJitLinkCreate(&ptxLink, 3, ptxOptions));
+    CHECK_NVJITLINK(nvJitLinkAddData(ptxLink, NVJITLINK_INPUT_LTOIR, kernel.data(), kernel.size(), "iterate.cu"));
+    CHECK_NVJITLINK(nvJitLinkAddData(ptxLink, NVJITLINK_INPUT_LTOIR, step.data(), step.size(), "step.cu"));
+    const nvJitLinkResult ptxCompleted = nvJitLinkComplete(ptxLink);
+    std::string linkedPtx;
+    if (ptxCompleted == NVJITLINK_SUCCESS) {
+        std::size_t ptxBytes = 0;
+        CHECK_NVJITLINK(nvJitLinkGetLinkedPtxSize(ptxLink, &ptxBytes));
+        linkedPtx.assign(ptxBytes, '\0');
+        CHECK_NVJITLINK(nvJitLinkGetLinkedPtx(ptxLink, linkedPtx.data()));
+        while (!linkedPtx.empty() && linkedPtx.back() == '\0') linkedPtx.pop_back();
+    } else {
+        lesson18::printLog("error log", errorLogOf(ptxLink));
+    }
+    CHECK_NVJITLINK(nvJitLinkDestroy(&ptxLink));
+    const bool hasIterate = linkedPtx.find(".entry iterate") != std::string::npos;
+    std::printf("nvJitLink -lto -ptx: %zu bytes of PTX, the iterate kernel in it: %s\n", linkedPtx.size(),
+                hasIterate ? "yes" : "NO");
+    std::printf("calls in the linked PTX: %d\n", callsIn(linkedPtx));
+
     CUmodule module = nullptr;
     CHECK_DRIVER(cuModuleLoadData(&module, cubin.data()));
     return module;
@@ -239,29 +322,31 @@ int main(int argc, char** argv) {
 #if LESSON18_NVJITLINK
     ltoLinked = linkWithLto(*target, verdict);
 #else
-    std::printf("section link-time optimisation: SKIP (built without nvJitLink, which came with CUDA 12.0)\n");
+    std::printf("section link-time optimisation: SKIP (built without nvJitLink: the toolkit has no libnvJitLink)\n");
 #endif
 
     // Step 5: the same kernel, linked two ways. The checks decide what holds whatever the
-    // compilers do: both results exact, and LTO no worse in local memory. Registers and time
-    // are printed, not checked: they are the compilers' choice.
+    // compilers do: both results exact. Registers, local memory and time are printed, not
+    // checked: they are the compilers' choice, like the inlining step 4 printed.
     course::printStep(5, "what link-time optimisation changed");
-    const lesson18::IterateRun plain = lesson18::runIterate(driverLinked);
-    std::printf("iterate, cuLink: %d registers, %d bytes local memory, %.3f ms\n", plain.registers, plain.localBytes,
-                plain.milliseconds);
-    verdict.check("the cuLink kernel matches the host", plain.exact);
+    lesson18::IterateRun plain;
+    if (driverLinked != nullptr) {
+        plain = lesson18::runIterate(driverLinked);
+        std::printf("iterate, cuLink: %d registers, %d bytes local memory, %.3f ms\n", plain.registers,
+                    plain.localBytes, plain.milliseconds);
+        verdict.check("the cuLink kernel matches the host", plain.exact);
+    }
     if (ltoLinked != nullptr) {
         const lesson18::IterateRun lto = lesson18::runIterate(ltoLinked);
         std::printf("iterate, nvJitLink -lto: %d registers, %d bytes local memory, %.3f ms\n", lto.registers,
                     lto.localBytes, lto.milliseconds);
-        std::printf("time cuLink / LTO: %.1f x\n", plain.milliseconds / lto.milliseconds);
+        if (driverLinked != nullptr) std::printf("time cuLink / LTO: %.1f x\n", plain.milliseconds / lto.milliseconds);
         verdict.check("the LTO kernel matches the host", lto.exact);
-        verdict.check("the LTO kernel uses no more local memory", lto.localBytes <= plain.localBytes);
     }
 
     course::printStep(6, "release everything, newest first");
     if (ltoLinked != nullptr) CHECK_DRIVER(cuModuleUnload(ltoLinked));
-    CHECK_DRIVER(cuModuleUnload(driverLinked));
+    if (driverLinked != nullptr) CHECK_DRIVER(cuModuleUnload(driverLinked));
     CHECK_DRIVER(cuCtxSetCurrent(nullptr));
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
     std::printf("released: the linked modules, the primary context\n");

@@ -1,15 +1,21 @@
 #include <cuda.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "18-runtime-compilation/kernel_cache.h"
@@ -47,7 +53,8 @@ std::vector<std::string> cacheStory(const std::string& out) {
     std::vector<std::string> story;
     for (const auto& line : lines(out))
         for (const char* prefix : {"key (", "entry: ", "lookup: ", "one byte flipped: ", "cut in the middle: ",
-                                   "rebuilt, lookup: ", "check ", "Result = "})
+                                   "a file without the header: ", "another key's entry under this name: ",
+                                   "a symbolic link to a whole entry: ", "rebuilt, lookup: ", "check ", "Result = "})
             if (line.rfind(prefix, 0) == 0) story.push_back(line);
     return story;
 }
@@ -103,14 +110,15 @@ TEST_CASE("Lesson 18's FNV-1a gives the published 64-bit test values", "[cpu][le
 }
 
 TEST_CASE("Lesson 18's cache key changes with every input and keeps fields apart", "[cpu][lesson18]") {
-    const lesson18::KeyInputs base{"source", "--gpu-architecture=sm_90", 90, 13000, 13000};
+    const lesson18::FileIdentity library{"/usr/local/cuda/lib64/libnvrtc.so.13", 109338064, 1760564160000000000};
+    const lesson18::KeyInputs base{"source", {"--gpu-architecture=sm_90"}, 90, 13000, library};
     const std::uint64_t key = lesson18::cacheKey(base);
     CHECK(lesson18::cacheKey(base) == key);  // a function of its inputs only
     lesson18::KeyInputs changed = base;
     changed.source = "source ";
     CHECK(lesson18::cacheKey(changed) != key);
     changed = base;
-    changed.options += " -lineinfo";
+    changed.options.push_back("-lineinfo");
     CHECK(lesson18::cacheKey(changed) != key);
     changed = base;
     changed.arch = 89;
@@ -118,25 +126,59 @@ TEST_CASE("Lesson 18's cache key changes with every input and keeps fields apart
     changed = base;
     changed.nvrtcVersion = 12080;
     CHECK(lesson18::cacheKey(changed) != key);
+    // A patch release of NVRTC keeps nvrtcVersion: the library file tells it apart.
     changed = base;
-    changed.driverVersion = 13010;
+    changed.nvrtcLibrary.path = "/opt/cuda-13.0.2/lib64/libnvrtc.so.13";
+    CHECK(lesson18::cacheKey(changed) != key);
+    changed = base;
+    changed.nvrtcLibrary.bytes += 1;
+    CHECK(lesson18::cacheKey(changed) != key);
+    changed = base;
+    changed.nvrtcLibrary.modifiedNanoseconds += 1;
     CHECK(lesson18::cacheKey(changed) != key);
     // The same bytes split differently between source and options.
-    const lesson18::KeyInputs left{"ab", "c", 90, 13000, 13000};
-    const lesson18::KeyInputs right{"a", "bc", 90, 13000, 13000};
+    const lesson18::KeyInputs left{"ab", {"c"}, 90, 13000, library};
+    const lesson18::KeyInputs right{"a", {"bc"}, 90, 13000, library};
     CHECK(lesson18::cacheKey(left) != lesson18::cacheKey(right));
+    // Options joined with spaces would make these two the same text.
+    const lesson18::KeyInputs oneOption{"source", {"-DA=1 -DB"}, 90, 13000, library};
+    const lesson18::KeyInputs twoOptions{"source", {"-DA=1", "-DB"}, 90, 13000, library};
+    CHECK(lesson18::cacheKey(oneOption) != lesson18::cacheKey(twoOptions));
+    // And the same bytes split differently between two options.
+    const lesson18::KeyInputs splitEarly{"source", {"-DA", "=1"}, 90, 13000, library};
+    const lesson18::KeyInputs splitLate{"source", {"-DA=", "1"}, 90, 13000, library};
+    CHECK(lesson18::cacheKey(splitEarly) != lesson18::cacheKey(splitLate));
+}
+
+TEST_CASE("Lesson 18's key names a file by its resolved path, size and modification time", "[cpu][lesson18]") {
+    TemporaryFolder temporary;
+    const std::filesystem::path file = temporary.path / "libnvrtc.so.13.0.1";
+    writeText(file, "twelve bytes");
+    std::filesystem::create_symlink(file.filename(), temporary.path / "libnvrtc.so.13");
+    const std::optional<lesson18::FileIdentity> identity =
+        lesson18::fileIdentity((temporary.path / "libnvrtc.so.13").string());
+    REQUIRE(identity);
+    CHECK(identity->path == std::filesystem::canonical(file).string());  // the link resolved
+    CHECK(identity->bytes == 12);
+    struct stat info {};
+    REQUIRE(stat(file.c_str(), &info) == 0);
+    CHECK(identity->modifiedNanoseconds ==
+          static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec);
+    CHECK_FALSE(lesson18::fileIdentity((temporary.path / "missing").string()));
 }
 
 TEST_CASE("Lesson 18's cache lives under an absolute XDG_CACHE_HOME, else under HOME/.cache", "[cpu][lesson18]") {
     const std::string sub = lesson18::kCourseSubfolder;
     auto xdg = lesson18::cacheFolder("/x/cache", "/home/u");
     REQUIRE(xdg);
+    CHECK(xdg->base == "/x/cache");
     CHECK(xdg->path == "/x/cache/" + sub);
     CHECK(xdg->shown == "$XDG_CACHE_HOME/" + sub);
     for (const char* ignored : {"", "relative/cache"}) {
         INFO("XDG_CACHE_HOME=" << ignored);
         auto home = lesson18::cacheFolder(ignored, "/home/u");
         REQUIRE(home);
+        CHECK(home->base == "/home/u/.cache");
         CHECK(home->path == "/home/u/.cache/" + sub);
         CHECK(home->shown == "$HOME/.cache/" + sub);
     }
@@ -145,6 +187,121 @@ TEST_CASE("Lesson 18's cache lives under an absolute XDG_CACHE_HOME, else under 
     CHECK(unset->path == "/home/u/.cache/" + sub);
     CHECK_FALSE(lesson18::cacheFolder(nullptr, nullptr));
     CHECK_FALSE(lesson18::cacheFolder(nullptr, ""));
+}
+
+TEST_CASE("Lesson 18's cache folders are made private, and refused where another user could write", "[cpu][lesson18]") {
+    TemporaryFolder temporary;
+    const std::string base = (temporary.path / "cache").string();
+    const lesson18::CacheFolder folder{base, base + "/" + lesson18::kCourseSubfolder, "$XDG_CACHE_HOME/..."};
+    const std::string course = base + "/cuda-driver-api-course";
+    REQUIRE(lesson18::makePrivateFolders(folder) == lesson18::FolderState::Private);
+    struct stat info {};
+    for (const std::string& made : {base, course, folder.path}) {
+        INFO(made);
+        REQUIRE(lstat(made.c_str(), &info) == 0);
+        CHECK((info.st_mode & 0777) == 0700);
+    }
+    // Again, with everything there: the same answer.
+    CHECK(lesson18::makePrivateFolders(folder) == lesson18::FolderState::Private);
+    // The base may be read by others (~/.cache often is 0755), never written.
+    REQUIRE(chmod(base.c_str(), 0755) == 0);
+    CHECK(lesson18::makePrivateFolders(folder) == lesson18::FolderState::Private);
+    REQUIRE(chmod(base.c_str(), 0777) == 0);
+    CHECK(lesson18::makePrivateFolders(folder) == lesson18::FolderState::OpenToOthers);
+    REQUIRE(chmod(base.c_str(), 0700) == 0);
+    // The course's own folders are closed to group and others entirely.
+    for (const std::string& opened : {course, folder.path}) {
+        for (const mode_t mode : {0750, 0705, 0770}) {
+            INFO(opened << " mode " << std::oct << mode);
+            REQUIRE(chmod(opened.c_str(), mode) == 0);
+            CHECK(lesson18::makePrivateFolders(folder) == lesson18::FolderState::OpenToOthers);
+            REQUIRE(chmod(opened.c_str(), 0700) == 0);
+        }
+    }
+    CHECK(lesson18::makePrivateFolders(folder) == lesson18::FolderState::Private);
+    // The base may be a symbolic link: resolved once, the folder it leads to is checked, and the
+    // path every later open uses starts from it, not from the link.
+    const std::string linkedBase = (temporary.path / "linked-cache").string();
+    REQUIRE(symlink(base.c_str(), linkedBase.c_str()) == 0);
+    std::string resolved;
+    CHECK(lesson18::makePrivateFolders({linkedBase, linkedBase + "/" + lesson18::kCourseSubfolder, ""}, &resolved) ==
+          lesson18::FolderState::Private);
+    CHECK(resolved == std::filesystem::canonical(folder.path).string());
+    REQUIRE(chmod(base.c_str(), 0777) == 0);  // the folder the link leads to is the one judged
+    CHECK(lesson18::makePrivateFolders({linkedBase, linkedBase + "/" + lesson18::kCourseSubfolder, ""}) ==
+          lesson18::FolderState::OpenToOthers);
+    REQUIRE(chmod(base.c_str(), 0700) == 0);
+    REQUIRE(unlink(linkedBase.c_str()) == 0);
+    // A symbolic link in place of the cache folder is refused, even to a private folder.
+    const std::string elsewhere = (temporary.path / "elsewhere").string();
+    REQUIRE(rename(folder.path.c_str(), elsewhere.c_str()) == 0);
+    REQUIRE(symlink(elsewhere.c_str(), folder.path.c_str()) == 0);
+    CHECK(lesson18::makePrivateFolders(folder) == lesson18::FolderState::NotAFolder);
+    REQUIRE(unlink(folder.path.c_str()) == 0);
+    // So is a file there.
+    writeText(folder.path, "not a folder");
+    CHECK(lesson18::makePrivateFolders(folder) == lesson18::FolderState::NotAFolder);
+    REQUIRE(unlink(folder.path.c_str()) == 0);
+    CHECK(lesson18::makePrivateFolders(folder) == lesson18::FolderState::Private);
+    // Another user's folder: judged from what lstat says, and for real where this test may chown.
+    REQUIRE(lstat(folder.path.c_str(), &info) == 0);
+    CHECK(lesson18::judgeFolder(info, geteuid() + 1, S_IRWXG | S_IRWXO) == lesson18::FolderState::OtherOwner);
+    if (geteuid() == 0) {
+        REQUIRE(chown(folder.path.c_str(), 65534, 65534) == 0);
+        CHECK(lesson18::makePrivateFolders(folder) == lesson18::FolderState::OtherOwner);
+        REQUIRE(chown(folder.path.c_str(), 0, 0) == 0);
+    }
+    // A file as the base is no folder; a base below a file cannot be made.
+    writeText(temporary.path / "file", "");
+    const std::string file = (temporary.path / "file").string();
+    CHECK(lesson18::makePrivateFolders({file, file + "/" + lesson18::kCourseSubfolder, ""}) ==
+          lesson18::FolderState::NotAFolder);
+    const std::string blocked = file + "/cache";
+    CHECK(lesson18::makePrivateFolders({blocked, blocked + "/" + lesson18::kCourseSubfolder, ""}) ==
+          lesson18::FolderState::CannotCreate);
+}
+
+TEST_CASE("Lesson 18 compile_cache refuses a cache folder open to others before any driver call", "[cpu][lesson18]") {
+    TemporaryFolder cache;
+    RunOptions options;
+    options.setEnv["LD_LIBRARY_PATH"] = stubDriverDir();
+    options.setEnv["XDG_CACHE_HOME"] = cache.path.string();
+    // A private folder passes: the program goes on to cuInit, which the stub refuses.
+    RunResult r = runLesson(kLesson, options, "compile_cache");
+    attachToReport(r);
+    CHECK(valueOf(r.out, "cache folder state") == "private (this user's, no other user can write to it)");
+    CHECK(contains(r.err, "CUDA_ERROR_STUB_LIBRARY"));
+    const std::filesystem::path folder = cache.path / lesson18::kCourseSubfolder;
+    REQUIRE(chmod(folder.c_str(), 0755) == 0);
+    r = runLesson(kLesson, options, "compile_cache");
+    attachToReport(r);
+    CHECK(r.exitCode == 77);
+    CHECK(valueOf(r.out, "cache folder state") == "open to group or others");
+    CHECK(contains(r.out, "Result = SKIP (the cache folder is refused"));
+    CHECK_FALSE(contains(r.err, "CUDA_ERROR_STUB_LIBRARY"));  // refused before cuInit
+    REQUIRE(chmod(folder.c_str(), 0700) == 0);
+    std::filesystem::rename(folder, cache.path / "elsewhere");
+    std::filesystem::create_directory_symlink(cache.path / "elsewhere", folder);
+    r = runLesson(kLesson, options, "compile_cache");
+    attachToReport(r);
+    CHECK(r.exitCode == 77);
+    CHECK(valueOf(r.out, "cache folder state") == "not a folder (a symbolic link or a file)");
+}
+
+TEST_CASE("Lesson 18 compile_cache turns the driver's JIT cache off unless CUDA_CACHE_DISABLE is already 1",
+          "[cpu][lesson18]") {
+    TemporaryFolder cache;
+    RunOptions options;
+    options.setEnv["LD_LIBRARY_PATH"] = stubDriverDir();  // the line comes before cuInit, which the stub refuses
+    options.setEnv["XDG_CACHE_HOME"] = cache.path.string();
+    for (const auto& [value, chooser] : std::vector<std::pair<std::string, std::string>>{
+             {"1", "the environment"}, {"0", "this program"}, {"", "this program"}}) {
+        INFO("CUDA_CACHE_DISABLE=" << value);
+        options.setEnv["CUDA_CACHE_DISABLE"] = value;
+        const RunResult r = runLesson(kLesson, options, "compile_cache");
+        attachToReport(r);
+        CHECK(valueOf(r.out, "CUDA_CACHE_DISABLE chosen by") == chooser);
+    }
 }
 
 TEST_CASE("Lesson 18's cache entry is stored whole, read back, and refused when damaged in any way",
@@ -164,6 +321,9 @@ TEST_CASE("Lesson 18's cache entry is stored whole, read back, and refused when 
     for (std::size_t i = 0; i < cubin.size(); ++i) cubin[i] = static_cast<char>(i * 7);
     const lesson18::Stored stored = lesson18::writeEntry(folder, key, cubin);
     REQUIRE(stored.ok);
+    CHECK(stored.fileSynced);    // the file before the rename
+    CHECK(stored.folderSynced);  // the folder after it
+    CHECK(stored.durable);
     CHECK_FALSE(lesson18::fileExists(folder + "/" + stored.temporaryName));
     REQUIRE(stat(path.c_str(), &info) == 0);
     CHECK(static_cast<std::size_t>(info.st_size) == lesson18::kHeaderBytes + cubin.size());
@@ -191,6 +351,50 @@ TEST_CASE("Lesson 18's cache entry is stored whole, read back, and refused when 
     CHECK(lesson18::readEntry(path, key).state == lesson18::EntryState::NotAnEntry);
     writeText(path, std::string(100, 'x'));
     CHECK(lesson18::readEntry(path, key).state == lesson18::EntryState::NotAnEntry);
+
+    // A symbolic link is not followed, even to a whole entry of this key; a folder is no entry.
+    REQUIRE(lesson18::writeEntry(folder, key, cubin).ok);
+    const std::string target = (temporary.path / "target.cubin").string();
+    REQUIRE(rename(path.c_str(), target.c_str()) == 0);
+    CHECK(lesson18::readEntry(target, key).state == lesson18::EntryState::Hit);
+    REQUIRE(symlink(target.c_str(), path.c_str()) == 0);
+    CHECK(lesson18::readEntry(path, key).state == lesson18::EntryState::NotAFile);
+    CHECK(lesson18::fileExists(path));  // the name is there, as a link
+    // A store replaces the link itself, not the file it points to.
+    REQUIRE(lesson18::writeEntry(folder, key, cubin).ok);
+    REQUIRE(lstat(path.c_str(), &info) == 0);
+    CHECK(S_ISREG(info.st_mode));
+    CHECK(lesson18::readEntry(path, key).state == lesson18::EntryState::Hit);
+    REQUIRE(unlink(target.c_str()) == 0);
+    REQUIRE(unlink(path.c_str()) == 0);
+    REQUIRE(mkdir(path.c_str(), 0700) == 0);
+    CHECK(lesson18::readEntry(path, key).state == lesson18::EntryState::NotAFile);
+    REQUIRE(rmdir(path.c_str()) == 0);
+    // Nor is a FIFO, and the lookup does not wait for a writer to open it (O_NONBLOCK). Should it
+    // wait, a helper opens the FIFO for writing after 5 s to release it, and the time fails the test.
+    REQUIRE(mkfifo(path.c_str(), 0600) == 0);
+    std::mutex mutex;
+    std::condition_variable doneChanged;
+    bool done = false;
+    std::thread rescuer([&] {
+        std::unique_lock<std::mutex> lock(mutex);
+        if (doneChanged.wait_for(lock, std::chrono::seconds(5), [&] { return done; })) return;
+        const int writer =
+            open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);  // succeeds only with a reader waiting
+        if (writer >= 0) close(writer);
+    });
+    const auto start = std::chrono::steady_clock::now();
+    const lesson18::EntryState fifoState = lesson18::readEntry(path, key).state;
+    const auto waited = std::chrono::steady_clock::now() - start;
+    {
+        const std::lock_guard<std::mutex> lock(mutex);
+        done = true;
+    }
+    doneChanged.notify_one();
+    rescuer.join();
+    CHECK(fifoState == lesson18::EntryState::NotAFile);
+    CHECK(waited < std::chrono::seconds(2));
+    REQUIRE(unlink(path.c_str()) == 0);
 
     // A store over a damaged entry replaces it; removing it leaves nothing, twice over.
     REQUIRE(lesson18::writeEntry(folder, key, cubin).ok);
@@ -228,6 +432,10 @@ TEST_CASE("Lesson 18 compile_and_load reads the broken source's log and runs the
     CHECK(std::regex_match(valueOf(r.out, "CUBIN").value_or(""), cubin));
     CHECK(valueOf(r.out, "current context") == "none");
     CHECK(valueOf(r.out, "cuModuleLoadData without a context") == "CUDA_ERROR_INVALID_CONTEXT");
+    if (!contains(r.out, "section library: SKIP")) {
+        CHECK(valueOf(r.out, "current context before and after cuLibraryLoadData") == "none, none");
+        CHECK(checkOk(r.out, "a library loads with no context current"));
+    }
     // Both kernels are SASS for this GPU's architecture: the JIT's and NVRTC's.
     const std::string cc = valueOf(r.out, "compute capability").value_or("?");
     const std::string sm = "SASS for sm_" + std::regex_replace(cc, std::regex("\\."), "");
@@ -246,7 +454,8 @@ TEST_CASE("Lesson 18 compile_and_load with the PTX JIT disabled still passes on 
     requireRan(r);
     CHECK(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
-    CHECK(contains(r.out, "section PTX: SKIP (CUDA_ERROR_JIT_COMPILATION_DISABLED: CUDA_DISABLE_PTX_JIT is set)"));
+    // cuda.h's words for the result: "the PTX JIT compilation was disabled".
+    CHECK(contains(r.out, "section PTX: SKIP (CUDA_ERROR_JIT_COMPILATION_DISABLED: PTX JIT compilation was disabled)"));
 }
 
 TEST_CASE(
@@ -266,6 +475,10 @@ TEST_CASE(
     CHECK(intName.rfind("_Z7scaleBy", 0) == 0);
     CHECK(floatName != intName);
     CHECK(valueOf(r.out, "cuModuleGetFunction(\"scaleBy<float>\")") == "CUDA_ERROR_NOT_FOUND");
+    CHECK(valueOf(r.out, "cuModuleGetFunction(lowered names)") == "CUDA_SUCCESS, CUDA_SUCCESS");
+    CHECK(checkOk(r.out, "scaleBy<float> scales floats exactly"));
+    CHECK(checkOk(r.out, "scaleBy<int> scales ints exactly"));
+    CHECK(checkOk(r.out, "the cuLink kernel matches the host"));
     // "iterate, cuLink: R registers, L bytes local memory, T ms"
     const std::regex form("([0-9]+) registers, ([0-9]+) bytes local memory, [0-9.]+ ms");
     std::smatch plain;
@@ -275,8 +488,13 @@ TEST_CASE(
     std::smatch lto;
     const std::string ltoLine = valueOf(r.out, "iterate, nvJitLink -lto").value_or("");
     REQUIRE(std::regex_match(ltoLine, lto, form));
-    CHECK(std::stoi(lto[2]) <= std::stoi(plain[2]));
-    CHECK(contains(r.out, "  | ptxas fatal   : Unresolved extern function '_Z4stepfi'"));
+    CHECK(contains(r.out, "  | ptxas fatal   : Unresolved extern function '_Z4stepji'"));
+    // Compiled alone, iterate.cu can only call step, which it does not define. Whether the LTO
+    // link inlines it is the compilers' choice: the count is a printed figure, not asserted.
+    CHECK(std::stoi(valueOf(r.out, "calls in the PTX of iterate.cu alone (-rdc=true)").value_or("0")) > 0);
+    CHECK(std::regex_match(valueOf(r.out, "calls in the linked PTX").value_or(""), std::regex("[0-9]+")));
+    CHECK(checkOk(r.out, "nvJitLink links the two units with -lto"));
+    CHECK(checkOk(r.out, "the LTO kernel matches the host"));
 }
 
 TEST_CASE("Lesson 18 compile_cache stores its entry under XDG_CACHE_HOME and tells the same story on every run",
@@ -294,6 +512,16 @@ TEST_CASE("Lesson 18 compile_cache stores its entry under XDG_CACHE_HOME and tel
     CHECK(left.state == lesson18::EntryState::Hit);
     CHECK(contains(readText(entry.string()), "\177ELF"));
     CHECK(valuesOf(first.out, "lookup") == std::vector<std::string>{"miss (no entry)", "hit"});
+    CHECK(valueOf(first.out, "a symbolic link to a whole entry") == "miss (a symbolic link or not a regular file)");
+    // Step 5 cleans up after itself: the entry, the demo lock and nothing else (no link target, no
+    // temporary file, no entry of the other key).
+    std::vector<std::string> names;
+    for (const auto& file : std::filesystem::directory_iterator(entry.parent_path()))
+        names.push_back(file.path().filename().string());
+    std::vector<std::string> expected{entry.filename().string(), "demo.lock"};
+    std::sort(names.begin(), names.end());
+    std::sort(expected.begin(), expected.end());
+    CHECK(names == expected);
     // Whatever an earlier run left, the next run tells the same story: here a garbage entry and
     // a temporary file from a store that never finished.
     writeText(entry, "not a cubin");
@@ -348,10 +576,12 @@ TEST_CASE("Lesson 18 compile_cache --bench: loading from the cache is faster tha
     CHECK(compile > 0.0);
     CHECK(cached > 0.0);
     CHECK(fatbin > 0.0);
-    // A compile runs the whole compiler; a cached load only reads and loads: the direction is
-    // what is checked, no ratio.
-    CHECK(cached < compile);
-    CHECK(benchValue(r.out, "compile cache / NVRTC to CUBIN") < 1.0);
+    // A compile runs the whole compiler (about 45 ms on the H100 with CUDA 13.0); a cached load only
+    // reads a 4 KB file, hashes it and loads it (about 0.1 ms there): a factor of about 400. A
+    // factor of 10 leaves a margin that any GPU and any machine the course runs on keeps, since the
+    // compile runs on the CPU and the load is the same small CUBIN.
+    CHECK(cached * 10.0 < compile);
+    CHECK(benchValue(r.out, "compile cache / NVRTC to CUBIN") < 0.1);
 }
 
 // ---------------------------------------------------------------------------
