@@ -30,7 +30,8 @@ namespace {
 
 // cuda.h and the guide differ on border mode without normalized coordinates (cuda.h: then "the only
 // supported address mode is CU_TR_ADDRESS_MODE_CLAMP"; the guide leaves border available). What this
-// driver does is shown, not checked: a fetch half a texel left of the image, at row centre y.
+// driver does is shown, not checked: both the answer of cuTexObjectCreate and the fetch half a texel
+// left of the image, at row centre y.
 void borderWithoutNormalizedCoordinates(CUfunction sampleFloat, const CUDA_RESOURCE_DESC& resource, float colour,
                                         float y) {
     CUDA_TEXTURE_DESC desc = lesson19::textureDesc(CU_TR_ADDRESS_MODE_BORDER, CU_TR_FILTER_MODE_POINT, 0);
@@ -135,7 +136,9 @@ int main(int argc, char** argv) {
     for (int y = 0; y < kTexHeight; ++y)
         for (int x = 0; x < kTexWidth; ++x) centres.push_back({x + 0.5f, y + 0.5f});
 
-    // CU_TRSF_READ_AS_INTEGER: the fetch returns the byte (the kernel asks for unsigned char).
+    // CU_TRSF_READ_AS_INTEGER: the fetch returns the byte. The kernel asks for unsigned char, the
+    // element type; texture_indirect_functions.h accepts any integer type there and does not say which
+    // pairings of fetch type and read mode return the data (sampling.cu).
     const CUDA_TEXTURE_DESC integerDesc =
         lesson19::textureDesc(CU_TR_ADDRESS_MODE_CLAMP, CU_TR_FILTER_MODE_POINT, CU_TRSF_READ_AS_INTEGER);
     CUtexObject integerTexture = 0;
@@ -174,7 +177,7 @@ int main(int argc, char** argv) {
         lesson19::largestDifference(blended, quarter, lesson19::Weights::roundToNearest, 1.0 / 255);
     std::printf("linear filtering of normalized bytes, largest difference from the 8-bit-weight model: %.3g\n",
                 blendError);
-    verdict.check("linear filtering of 8-bit data stays within one step of the model", blendError <= 1.0 / 255);
+    verdict.check("the 8-bit texture filters linearly, within one step of the model", blendError <= 1.0 / 255);
 
     // Step 4: texture objects before the arrays they read.
     course::printStep(4, "release everything: texture objects before what they read");

@@ -4,9 +4,12 @@
 // A sub-rectangle is h rows of w texels at some offset: one cuMemcpy2D moves all of it, or h calls
 // of cuMemcpyDtoD move it a row at a time. A 5-point stencil reads each texel's four neighbours: a
 // texture object over the image (point sampling, clamp addressing does the edges) or plain global
-// loads (the kernel clamps its own indices). The plain run checks all four results on the host; with
-// --bench the image is 8192 x 8192 floats and each way is timed, as GB/s and as a share of the
-// DRAM peak this GPU reports (memory clock and bus width), next to a whole-image cuMemcpyDtoD.
+// loads (the kernel clamps its own indices). The plain run checks all four results on the host, and
+// that the stencils' grid, which overhangs the image by whole columns and rows of threads, writes
+// nothing outside it (the row padding and guard rows below the image keep a sentinel); with --bench
+// the image is 8192 x 8192 floats and each way is timed, as GB/s and as a share of a DRAM peak
+// computed from the memory clock and bus width this GPU reports, next to a whole-image cuMemcpyDtoD.
+// The timed runs are not checked again.
 //
 //   copy_and_stencil [--device N] [--bench]
 #include <cuda.h>
@@ -22,7 +25,11 @@
 
 namespace {
 
-// A pitched device image and its size.
+// Rows allocated below each image and never part of it: one block height of the stencils' launch,
+// so that a thread of the last row of blocks that writes past the image's last row lands in them.
+constexpr size_t kGuardRows = 16;
+
+// A pitched device image and its size (its allocation has kGuardRows more rows).
 struct Pitched {
     CUdeviceptr memory;
     size_t pitch;
@@ -94,8 +101,44 @@ size_t wrongAfterCopy(const std::vector<float>& src, const std::vector<float>& d
     return wrong;
 }
 
-// The stencil on the host, in the kernels' order of additions: bit for bit what they compute.
-size_t wrongAfterStencil(const std::vector<float>& in, const std::vector<float>& out, size_t width, size_t height) {
+// The whole allocation, padding and guard rows included, one row of pitch bytes per host row.
+std::vector<float> downloadAll(const Pitched& image) {
+    const size_t rows = image.height + kGuardRows;
+    std::vector<float> host(image.pitch / sizeof(float) * rows);
+    CUDA_MEMCPY2D copy{};
+    copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    copy.srcDevice = image.memory;
+    copy.srcPitch = image.pitch;
+    copy.dstMemoryType = CU_MEMORYTYPE_HOST;
+    copy.dstHost = host.data();
+    copy.dstPitch = image.pitch;
+    copy.WidthInBytes = image.pitch;
+    copy.Height = rows;
+    CHECK_DRIVER(cuMemcpy2D(&copy));
+    return host;
+}
+
+// Sets every word of the allocation, padding and guard rows included, to kCleared.
+void clearAll(const Pitched& image, unsigned int cleared) {
+    CHECK_DRIVER(
+        cuMemsetD2D32(image.memory, image.pitch, cleared, image.pitch / sizeof(float), image.height + kGuardRows));
+}
+
+// How many words outside the image (x >= width in a row's padding, or a guard row) no longer hold
+// kCleared, in an allocation read with downloadAll.
+size_t writtenOutside(const std::vector<float>& all, const Pitched& image) {
+    const size_t stride = image.pitch / sizeof(float);
+    size_t written = 0;
+    for (size_t y = 0; y < image.height + kGuardRows; ++y)
+        for (size_t x = 0; x < stride; ++x)
+            if (y >= image.height || x >= image.width) written += all[y * stride + x] != kCleared;
+    return written;
+}
+
+// The stencil on the host, in the kernels' order of additions: bit for bit what they compute. `out`
+// has rows of outStride floats.
+size_t wrongAfterStencil(const std::vector<float>& in, const std::vector<float>& out, size_t width, size_t height,
+                         size_t outStride) {
     size_t wrong = 0;
     for (size_t y = 0; y < height; ++y)
         for (size_t x = 0; x < width; ++x) {
@@ -106,7 +149,7 @@ size_t wrongAfterStencil(const std::vector<float>& in, const std::vector<float>&
             sum += in[y * width + right];
             sum += in[up * width + x];
             sum += in[down * width + x];
-            wrong += out[y * width + x] != sum * 0.2f;
+            wrong += out[y * outStride + x] != sum * 0.2f;
         }
     return wrong;
 }
@@ -170,8 +213,8 @@ int main(int argc, char** argv) {
     const size_t height = bench ? 8192 : 600;
     Pitched src{0, 0, width, height};
     Pitched dst{0, 0, width, height};
-    CHECK_DRIVER(cuMemAllocPitch(&src.memory, &src.pitch, width * sizeof(float), height, sizeof(float)));
-    CHECK_DRIVER(cuMemAllocPitch(&dst.memory, &dst.pitch, width * sizeof(float), height, sizeof(float)));
+    CHECK_DRIVER(cuMemAllocPitch(&src.memory, &src.pitch, width * sizeof(float), height + kGuardRows, sizeof(float)));
+    CHECK_DRIVER(cuMemAllocPitch(&dst.memory, &dst.pitch, width * sizeof(float), height + kGuardRows, sizeof(float)));
     std::vector<float> host(width * height);
     for (size_t y = 0; y < height; ++y)
         for (size_t x = 0; x < width; ++x) host[y * width + x] = static_cast<float>((x * 7 + y * 13) % 1024) / 8.0f;
@@ -206,7 +249,12 @@ int main(int argc, char** argv) {
     std::printf("cuMemcpyDtoD calls: %zu; texels wrong in the destination: %zu\n", rect.height, wrongRows);
     verdict.check("row-by-row cuMemcpyDtoD copies exactly the sub-rectangle", wrongRows == 0);
 
-    // Step 5: the stencil both ways, from src into dst, each result checked bit for bit.
+    // Step 5: the stencil both ways, from src into dst, each result checked bit for bit. dst is
+    // cleared before each kernel, padding and guard rows included: the stencil never yields kCleared
+    // (every input is >= 0), so a texel a kernel failed to write keeps it and counts as wrong, and a
+    // word outside the image that lost it was written by a thread the bounds test should have
+    // stopped. Blocks of 32 x 16 threads do not divide 1000 x 600: the last column and the last row
+    // of blocks reach past the image.
     course::printStep(5, "a 5-point stencil through a texture and with global loads");
     const CUDA_RESOURCE_DESC resource =
         lesson19::pitchResource(src.memory, CU_AD_FORMAT_FLOAT, 1, width, height, src.pitch);
@@ -217,22 +265,40 @@ int main(int argc, char** argv) {
     int h = static_cast<int>(height);
     void* textureParams[] = {&texture, &dst.memory, &dst.pitch, &w, &h};
     void* globalParams[] = {&src.memory, &src.pitch, &dst.memory, &dst.pitch, &w, &h};
-    const unsigned int gridX = (w + 31) / 32;
-    const unsigned int gridY = (h + 7) / 8;
+    constexpr unsigned int kBlockX = 32, kBlockY = 16;
+    const unsigned int gridX = (w + kBlockX - 1) / kBlockX;
+    const unsigned int gridY = (h + kBlockY - 1) / kBlockY;
+    std::printf("launch: %u x %u blocks of %u x %u threads: %u columns and %u rows of threads beyond the image\n",
+                gridX, gridY, kBlockX, kBlockY, gridX * kBlockX - w, gridY * kBlockY - h);
     auto runTexture = [&] {
-        CHECK_DRIVER(cuLaunchKernel(stencilTexture, gridX, gridY, 1, 32, 8, 1, 0, nullptr, textureParams, nullptr));
+        CHECK_DRIVER(
+            cuLaunchKernel(stencilTexture, gridX, gridY, 1, kBlockX, kBlockY, 1, 0, nullptr, textureParams, nullptr));
     };
     auto runGlobal = [&] {
-        CHECK_DRIVER(cuLaunchKernel(stencilGlobal, gridX, gridY, 1, 32, 8, 1, 0, nullptr, globalParams, nullptr));
+        CHECK_DRIVER(
+            cuLaunchKernel(stencilGlobal, gridX, gridY, 1, kBlockX, kBlockY, 1, 0, nullptr, globalParams, nullptr));
     };
+    const size_t stride = dst.pitch / sizeof(float);
+    clearAll(dst, cleared);
     runTexture();
-    const size_t wrongTexture = wrongAfterStencil(host, download(dst), width, height);
+    const std::vector<float> afterTexture = downloadAll(dst);
+    const size_t wrongTexture = wrongAfterStencil(host, afterTexture, width, height, stride);
+    const size_t outsideTexture = writtenOutside(afterTexture, dst);
+    clearAll(dst, cleared);
     runGlobal();
-    const size_t wrongGlobal = wrongAfterStencil(host, download(dst), width, height);
+    const std::vector<float> afterGlobal = downloadAll(dst);
+    const size_t wrongGlobal = wrongAfterStencil(host, afterGlobal, width, height, stride);
+    const size_t outsideGlobal = writtenOutside(afterGlobal, dst);
     std::printf("texels that differ from the host's stencil: through a texture %zu, with global loads %zu\n",
                 wrongTexture, wrongGlobal);
+    std::printf(
+        "words written outside the image (row padding, %zu guard rows): through a texture %zu, with global "
+        "loads %zu\n",
+        kGuardRows, outsideTexture, outsideGlobal);
     verdict.check("the stencil through a texture equals the host's", wrongTexture == 0);
     verdict.check("the stencil with global loads equals the host's", wrongGlobal == 0);
+    verdict.check("the stencil through a texture writes nothing outside the image", outsideTexture == 0);
+    verdict.check("the stencil with global loads writes nothing outside the image", outsideGlobal == 0);
 
     // Step 6: --bench only. Bytes counted are those each way must move at least: a copy reads and
     // writes its rectangle; a stencil reads its image once and writes it once (at best: neighbours
@@ -252,13 +318,21 @@ int main(int argc, char** argv) {
         const double imageBytes = static_cast<double>(src.pitch * height);
         const double rectBytes = static_cast<double>(rect.width * rect.height * sizeof(float));
         const double texelBytes = static_cast<double>(width * height * sizeof(float));
+        // A flat copy of pitch x height bytes is the same image only where both pitches are equal,
+        // which cuda.h does not promise for two allocations of the same width.
+        const bool samePitch = dst.pitch == src.pitch;
         const double wholeMs =
-            millisecondsPerRun(20, [&] { CHECK_DRIVER(cuMemcpyDtoD(dst.memory, src.memory, src.pitch * height)); });
+            samePitch ? millisecondsPerRun(
+                            20, [&] { CHECK_DRIVER(cuMemcpyDtoD(dst.memory, src.memory, src.pitch * height)); })
+                      : 0.0;
         const double copy2DMs = millisecondsPerRun(20, [&] { copyWith2D(src, dst, rect); });
         const double rowsMs = millisecondsPerRun(5, [&] { copyByRows(src, dst, rect); });
         const double textureMs = millisecondsPerRun(20, runTexture);
         const double globalMs = millisecondsPerRun(20, runGlobal);
-        benchRate("cuMemcpyDtoD whole image (read + write)", 2 * imageBytes, wholeMs, peak);
+        if (samePitch)
+            benchRate("cuMemcpyDtoD whole image (read + write)", 2 * imageBytes, wholeMs, peak);
+        else
+            std::printf("whole-image cuMemcpyDtoD: not timed (pitches %zu and %zu differ)\n", src.pitch, dst.pitch);
         benchRate("cuMemcpy2D sub-rectangle (read + write)", 2 * rectBytes, copy2DMs, peak);
         benchRate("row-by-row cuMemcpyDtoD sub-rectangle", 2 * rectBytes, rowsMs, peak);
         std::printf("bench: cuMemcpy2D / row-by-row cuMemcpyDtoD = %.1f x\n", rowsMs / copy2DMs);

@@ -8,13 +8,14 @@
 // value". This program measures those weights (a 2 x 2 texture of 0, 1, 1, 2 returns the weight
 // itself) and checks them exactly against a CPU model that keeps 8 bits of fraction
 // (texture_reference.h); then it filters a 16 x 8 image, over an array and over pitched memory, and
-// shows how far the results lie from that model: the guide calls the interpolation "low-precision",
-// and the weights are not its only rounding.
+// holds both results to that model within one step of the data: the guide calls the interpolation
+// "low-precision", gives no precision for it, and the weights are not its only rounding.
 //
 //   filtering [--device N]
 #include <cuda.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -28,6 +29,10 @@ using lesson19::Sample;
 using lesson19::Weights;
 
 namespace {
+
+// The tolerance of a filtered image against the 8-bit model: one step of its data, whose texels are
+// whole numbers (see step 5).
+constexpr double kOneStep = 1.0;
 
 // Step 4: a 2 x 2 texture of 0, 1 (first row) and 1, 2 (second row). On the first row's centre line
 // (y = 0.5, so the vertical weight is 0) a fetch at x = 0.5 + f returns (1 - a) x 0 + a x 1 = a, the
@@ -69,7 +74,8 @@ void measureWeights(CUfunction sampleFloat, course::Verdict& verdict) {
     std::printf("largest difference from the exact fraction: %.3g (= 1/1024)\n", fromExact);
     verdict.check("linear filtering uses the model's 8-bit weights", fromModel == 0.0);
 
-    // Three quarters of a step: rounding to nearest gives (k + 1) / 256, truncating k / 256.
+    // Three quarters of a step: rounding to nearest gives (k + 1) / 256, truncating k / 256. The guide
+    // does not say which the hardware does, so the answer is shown, not checked.
     const std::vector<float> threeQuarters = lesson19::fetch<float>(sampleFloat, texture, along(0.75));
     bool nearest = true;
     bool truncated = true;
@@ -77,12 +83,17 @@ void measureWeights(CUfunction sampleFloat, course::Verdict& verdict) {
         nearest = nearest && threeQuarters[k] == lesson19::weight((k + 0.75) / 256.0, Weights::roundToNearest);
         truncated = truncated && threeQuarters[k] == lesson19::weight((k + 0.75) / 256.0, Weights::truncate);
     }
-    std::printf("weights at (k + 3/4) / 256 (the guide does not say how the fraction is rounded): %s\n",
-                nearest     ? "rounded to nearest"
-                : truncated ? "truncated"
-                            : "neither model");
+    std::printf(
+        "weights at (k + 3/4) / 256 (the guide does not say how the fraction is rounded): %s, e.g. k = 100: "
+        "%.8f = %.0f / 256\n",
+        nearest     ? "rounded to nearest"
+        : truncated ? "truncated"
+                    : "neither model",
+        threeQuarters[100], threeQuarters[100] * 256.0);
 
-    // Both weights at once: the texture is x + y, so exact bilinear arithmetic returns a + b.
+    // Both weights at once: the texture is x + y, so exact bilinear arithmetic returns a + b. The guide
+    // gives no precision for the arithmetic after the weights, so how close the hardware comes is
+    // shown, not checked (observed on the H100: exactly a + b).
     std::vector<Sample> inside;
     for (int k = 7; k < 256; k += 16)
         for (int m = 3; m < 256; m += 16)
@@ -173,8 +184,12 @@ int main(int argc, char** argv) {
     course::printStep(4, "the weights of linear filtering, measured (CU_TR_FILTER_MODE_LINEAR)");
     measureWeights(sampleFloat, verdict);
 
-    // Step 5: the image itself, filtered, against the same model: an observation, not a check. The
-    // guide gives no precision for the arithmetic after the weights.
+    // Step 5: the image itself, filtered, against the same model. The guide gives no precision for
+    // the arithmetic after the weights, so the bound is one step of the data: the texels are whole
+    // numbers, so 1 (address_and_read_modes holds its 8-bit data to 1 / 255 the same way). A blend
+    // lies within it; a fetch that does not filter returns one of the four texels around the point,
+    // and over these 105 points that misses the model by about a hundred steps (neighbours are tens
+    // apart; a CPU test works it out).
     course::printStep(5, "linear filtering of the image, against the model");
     const CUDA_TEXTURE_DESC linearDesc = lesson19::textureDesc(CU_TR_ADDRESS_MODE_CLAMP, CU_TR_FILTER_MODE_LINEAR, 0);
     CUtexObject linearTexture = 0;
@@ -185,34 +200,55 @@ int main(int argc, char** argv) {
     const double error = lesson19::largestDifference(blended, quarter, Weights::roundToNearest, 1.0);
     const double exactError = lesson19::largestDifference(blended, quarter, Weights::exact, 1.0);
     std::printf("bilinear samples between texel centres: %zu (largest texel %.0f)\n", quarter.size(), largestTexel);
-    std::printf("largest difference from the model with 8-bit weights: %.3g (%.2f %% of the largest texel)\n", error,
-                100.0 * error / largestTexel);
+    std::printf(
+        "largest difference from the model with 8-bit weights: %.3g (%.2f %% of the largest texel; "
+        "tolerance %.0f, one step of the data)\n",
+        error, 100.0 * error / largestTexel, kOneStep);
     std::printf("largest difference from the model with exact weights: %.3g\n", exactError);
+    verdict.check("the texture over the array filters linearly, within one step of the model", error <= kOneStep);
 
-    // Step 6: the same filter over pitched memory. The hardware filters the same texels, so the
-    // results must equal the array texture's bit for bit.
+    // Step 6: the same filter over pitched memory, held to the same model and the same tolerance.
+    // cuda.h does not promise that a texture over pitched memory returns the array texture's results
+    // bit for bit, so whether it did here is shown, not checked.
     course::printStep(6, "a texture over pitched memory (CU_RESOURCE_TYPE_PITCH2D)");
     const CUDA_RESOURCE_DESC pitchedResource =
         lesson19::pitchResource(pitched, CU_AD_FORMAT_FLOAT, 1, lesson19::kTexWidth, lesson19::kTexHeight, pitch);
     CUtexObject pitchedTexture = 0;
     CHECK_DRIVER(cuTexObjectCreate(&pitchedTexture, &pitchedResource, &linearDesc, nullptr));
     const std::vector<float> fromPitched = lesson19::fetch<float>(sampleFloat, pitchedTexture, quarter);
-    std::printf("linear samples over pitched memory equal to those over the array: %s\n",
-                fromPitched == blended ? "all" : "NOT all");
-    verdict.check("the texture over pitched memory gives the array texture's results", fromPitched == blended);
-    // cuda.h: pitchInBytes "has to be aligned to CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT".
+    const double pitchedError = lesson19::largestDifference(fromPitched, quarter, Weights::roundToNearest, 1.0);
+    size_t identical = 0;
+    for (size_t s = 0; s < quarter.size(); ++s)
+        identical += std::bit_cast<unsigned int>(fromPitched[s]) == std::bit_cast<unsigned int>(blended[s]);
+    std::printf("largest difference over pitched memory from the model with 8-bit weights: %.3g (tolerance %.0f)\n",
+                pitchedError, kOneStep);
+    verdict.check("the texture over pitched memory filters linearly, within one step of the model",
+                  pitchedError <= kOneStep);
+    std::printf("linear samples over pitched memory bit-identical to those over the array: %zu of %zu\n", identical,
+                quarter.size());
+    // cuda.h: pitchInBytes "has to be aligned to CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT". It
+    // names no error code for cuTexObjectCreate breaking that rule, so the check requires only a
+    // refusal (any result but CUDA_SUCCESS); the code is printed (observed on the H100:
+    // CUDA_ERROR_INVALID_VALUE). The pitch tried is the real one plus 4 bytes: a multiple of 4 that
+    // no alignment above 4 divides. Where the alignment is 4 or less every such pitch is aligned,
+    // and there is nothing to try.
     int pitchAlignment = 0;
     CHECK_DRIVER(cuDeviceGetAttribute(&pitchAlignment, CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, device));
-    const size_t unaligned = rowBytes + sizeof(float);
-    const CUDA_RESOURCE_DESC unalignedResource =
-        lesson19::pitchResource(pitched, CU_AD_FORMAT_FLOAT, 1, lesson19::kTexWidth, lesson19::kTexHeight, unaligned);
-    CUtexObject refused = 0;
-    const CUresult unalignedResult =
-        REPORT_DRIVER(cuTexObjectCreate(&refused, &unalignedResource, &linearDesc, nullptr));
-    std::printf("texture over a pitch of %zu bytes (alignment %d): %s\n", unaligned, pitchAlignment,
-                course::driverErrorName(unalignedResult));
-    if (unalignedResult == CUDA_SUCCESS) CHECK_DRIVER(cuTexObjectDestroy(refused));
-    verdict.check("a texture over an unaligned pitch is refused", unalignedResult == CUDA_ERROR_INVALID_VALUE);
+    const size_t unaligned = pitch + sizeof(float);
+    if (unaligned % static_cast<size_t>(pitchAlignment) == 0) {
+        std::printf("texture over an unaligned pitch: not tried (alignment %d bytes: every multiple of 4 meets it)\n",
+                    pitchAlignment);
+    } else {
+        const CUDA_RESOURCE_DESC unalignedResource = lesson19::pitchResource(
+            pitched, CU_AD_FORMAT_FLOAT, 1, lesson19::kTexWidth, lesson19::kTexHeight, unaligned);
+        CUtexObject refused = 0;
+        const CUresult unalignedResult =
+            REPORT_DRIVER(cuTexObjectCreate(&refused, &unalignedResource, &linearDesc, nullptr));
+        std::printf("texture over a pitch of %zu bytes (alignment %d): %s\n", unaligned, pitchAlignment,
+                    course::driverErrorName(unalignedResult));
+        if (unalignedResult == CUDA_SUCCESS) CHECK_DRIVER(cuTexObjectDestroy(refused));
+        verdict.check("a texture over an unaligned pitch is refused", unalignedResult != CUDA_SUCCESS);
+    }
 
     // Step 7: texture objects first: each describes the array or memory under it, and a texture
     // object over freed storage is one no kernel must ever get.

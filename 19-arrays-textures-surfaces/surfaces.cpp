@@ -10,6 +10,7 @@
 //   surfaces [--device N]
 #include <cuda.h>
 
+#include <bit>
 #include <cstdio>
 #include <vector>
 
@@ -21,6 +22,10 @@ namespace {
 
 constexpr int kWidth = 1000;
 constexpr int kHeight = 600;
+// Rows allocated below the texture kernel's output and never part of it: one block height, so that a
+// thread of the last row of blocks that writes past the image's last row lands in them.
+constexpr size_t kGuardRows = 16;
+constexpr float kSentinel = -1.0f;  // no texel has it
 
 // How many texels differ from x + kWidth * y, the value writeThroughSurface writes.
 size_t wrongTexels(const std::vector<float>& image) {
@@ -110,30 +115,49 @@ int main(int argc, char** argv) {
     verdict.check("the image written through the surface reads back exactly", wrongWritten == 0);
 
     // Step 4: a texture over the same array, read by the next kernel into pitched memory. The
-    // surface kernel has finished by then (same stream), so the fetches see its writes.
+    // surface kernel has finished by then (same stream), so the fetches see its writes. The grid of
+    // 16 x 16 blocks reaches 8 columns and 8 rows past the 1000 x 600 image: the output's row padding
+    // and guard rows start as kSentinel and must keep it.
     course::printStep(4, "a later kernel reads the same array through a texture");
     const CUDA_TEXTURE_DESC textureDesc = lesson19::textureDesc(CU_TR_ADDRESS_MODE_CLAMP, CU_TR_FILTER_MODE_POINT, 0);
     CUtexObject texture = 0;
     CHECK_DRIVER(cuTexObjectCreate(&texture, &resource, &textureDesc, nullptr));
     CUdeviceptr copy = 0;
     size_t pitch = 0;
-    CHECK_DRIVER(cuMemAllocPitch(&copy, &pitch, kWidth * sizeof(float), kHeight, sizeof(float)));
+    const size_t rows = kHeight + kGuardRows;
+    CHECK_DRIVER(cuMemAllocPitch(&copy, &pitch, kWidth * sizeof(float), rows, sizeof(float)));
+    const size_t stride = pitch / sizeof(float);
+    CHECK_DRIVER(cuMemsetD2D32(copy, pitch, std::bit_cast<unsigned int>(kSentinel), stride, rows));
     void* readParams[] = {&texture, &copy, &pitch, &width, &height};
     CHECK_DRIVER(cuLaunchKernel(readThroughTexture, gridX, gridY, 1, 16, 16, 1, 0, nullptr, readParams, nullptr));
-    std::vector<float> read(zeros.size(), 0.0f);
+    std::vector<float> all(stride * rows, 0.0f);  // the whole allocation, padding and guard rows included
     CUDA_MEMCPY2D back{};
     back.srcMemoryType = CU_MEMORYTYPE_DEVICE;
     back.srcDevice = copy;
     back.srcPitch = pitch;
     back.dstMemoryType = CU_MEMORYTYPE_HOST;
-    back.dstHost = read.data();
-    back.dstPitch = kWidth * sizeof(float);
-    back.WidthInBytes = kWidth * sizeof(float);
-    back.Height = kHeight;
+    back.dstHost = all.data();
+    back.dstPitch = pitch;
+    back.WidthInBytes = pitch;
+    back.Height = rows;
     CHECK_DRIVER(cuMemcpy2D(&back));
+    std::vector<float> read(zeros.size(), 0.0f);
+    size_t outside = 0;
+    for (size_t y = 0; y < rows; ++y)
+        for (size_t x = 0; x < stride; ++x) {
+            if (y < static_cast<size_t>(kHeight) && x < static_cast<size_t>(kWidth))
+                read[y * kWidth + x] = all[y * stride + x];
+            else
+                outside += all[y * stride + x] != kSentinel;
+        }
     const size_t wrongRead = wrongTexels(read);
     std::printf("image read through a texture by the next kernel: wrong texels: %zu\n", wrongRead);
+    std::printf(
+        "grid beyond the image: %u columns, %u rows; words written outside the image (row padding, %zu guard "
+        "rows): %zu\n",
+        gridX * 16 - kWidth, gridY * 16 - kHeight, kGuardRows, outside);
     verdict.check("a later kernel reads the surface's writes through a texture", wrongRead == 0);
+    verdict.check("the texture-reading kernel writes nothing outside the image", outside == 0);
 
     // Step 5: the objects before the array they describe.
     course::printStep(5, "release everything: texture and surface objects before the array");

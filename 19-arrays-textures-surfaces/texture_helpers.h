@@ -23,7 +23,12 @@ inline CUDA_RESOURCE_DESC arrayResource(CUarray array) {
 
 // ... or pitched device memory: its address, element format and channels, the size in elements and
 // the pitch in bytes (cuda.h: the address aligned to CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, the pitch
-// to CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT).
+// to CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT). A pitch from cuMemAllocPitch meets the second by
+// cuda.h's guarantee; for the address no header promises it, and pitched_and_arrays shows it. The
+// callers pass an allocation's base, never a texel inside it.
+//
+// These helpers, like the programs, rely on CHECK_DRIVER ending the process on a failure: fetch
+// below, for one, would leak its two buffers if a check returned instead.
 inline CUDA_RESOURCE_DESC pitchResource(CUdeviceptr memory, CUarray_format format, unsigned int channels, size_t width,
                                         size_t height, size_t pitch) {
     CUDA_RESOURCE_DESC resource{};

@@ -3,8 +3,8 @@
 // the filter weights held the way it says: "stored in 9-bit fixed point format with 8 bits of
 // fractional value". The model computes the weighted sum in double: the guide gives no precision for
 // the hardware's own arithmetic ("low-precision interpolation"), so the programs check the weights
-// exactly and only show how far a filtered image lies from the model. Arithmetic only, no driver
-// call, so a CPU test checks it with known numbers.
+// exactly and hold a filtered image to the model only within one step of its data. Arithmetic only,
+// no driver call, so a CPU test checks it with known numbers.
 #pragma once
 
 #include <cuda.h>

@@ -25,6 +25,16 @@ double leadingNumber(const std::optional<std::string>& value) {
     return std::stod(*value);
 }
 
+// The name the driver gives a result ("CUDA_SUCCESS"), which is what the programs print for it.
+std::string resultName(CUresult result) {
+    auto getName = DRIVER_FUNCTION(driver(), cuGetErrorName);
+    REQUIRE(getName);
+    const char* name = nullptr;
+    REQUIRE(getName(result, &name) == CUDA_SUCCESS);
+    REQUIRE(name != nullptr);
+    return name;
+}
+
 // A plain run of one program that must pass with every check held.
 RunResult passingRun(const std::string& program) {
     const RunResult r = defaultRun(kLesson, program);
@@ -91,6 +101,23 @@ TEST_CASE("Lesson 19's quarter-step samples tell the 8-bit model from the exact 
     }
 }
 
+TEST_CASE("Lesson 19's filter tolerance of one step tells a blend from a fetch that does not filter",
+          "[cpu][lesson19]") {
+    using lesson19::Weights;
+    // filtering holds its linear textures to the 8-bit model within 1 (the texels are whole numbers).
+    // A texture made with point sampling returns texel (floor(x), floor(y)) at each of these points:
+    // that must miss the model by far more than 1, or the check could not tell the two apart.
+    const std::vector<lesson19::Sample> samples = lesson19::betweenCentres(0.25);
+    const std::vector<float> texels = lesson19::texelImage();
+    std::vector<float> pointSampled;
+    for (const auto& s : samples)
+        pointSampled.push_back(texels[static_cast<size_t>(s.y) * lesson19::kTexWidth + static_cast<size_t>(s.x)]);
+    CHECK(lesson19::largestDifference(pointSampled, samples, Weights::roundToNearest, 1.0) > 50.0);
+    // The same for the 8-bit texels read as normalized floats (address_and_read_modes: within 1 / 255).
+    for (float& value : pointSampled) value /= 255.0f;
+    CHECK(lesson19::largestDifference(pointSampled, samples, Weights::roundToNearest, 1.0 / 255) > 50.0 / 255);
+}
+
 TEST_CASE("Lesson 19's address rule: clamp, wrap, mirror and border two texels beyond each edge", "[cpu][lesson19]") {
     constexpr int n = 16;
     auto at = [](CUaddress_mode mode, int texel) { return lesson19::addressedTexel(mode, (texel + 0.5) / n, n); };
@@ -114,8 +141,10 @@ TEST_CASE("Lesson 19's address rule: clamp, wrap, mirror and border two texels b
 // ---------------------------------------------------------------------------
 // GPU: the lesson's own checks, read from its output.
 
-TEST_CASE("Lesson 19 pitched_and_arrays: the pitch is padded and aligned, every copy exact, bad copies refused",
-          "[gpu][lesson19]") {
+TEST_CASE(
+    "Lesson 19 pitched_and_arrays: the driver's pitch, aligned; every defined copy exact; a row wider than the "
+    "pitch not accepted; the half-element copy's answer as this driver gives it",
+    "[gpu][lesson19]") {
     requireGpu();
     const RunResult r = passingRun("pitched_and_arrays");
     const std::regex pitchLine("([0-9]+) bytes, ([0-9]+) bytes of padding per row");
@@ -123,6 +152,7 @@ TEST_CASE("Lesson 19 pitched_and_arrays: the pitch is padded and aligned, every 
     const std::string pitchValue = valueOf(r.out, "pitch (cuMemAllocPitch)").value_or("");
     REQUIRE(std::regex_match(pitchValue, m, pitchLine));
     const unsigned long pitch = std::stoul(m[1]);
+    const unsigned long padding = std::stoul(m[2]);
     const unsigned long alignment =
         static_cast<unsigned long>(leadingNumber(valueOf(r.out,
                                                          "texture pitch alignment "
@@ -130,11 +160,58 @@ TEST_CASE("Lesson 19 pitched_and_arrays: the pitch is padded and aligned, every 
     REQUIRE(alignment > 0);
     CHECK(pitch >= 999 * 4);
     CHECK(pitch % alignment == 0);
-    CHECK(pitch - std::stoul(m[2]) == 999 * 4);
-    CHECK(valueOf(r.out, "copy of a " + std::to_string(pitch + 4) + "-byte row into a " + std::to_string(pitch) +
-                             "-byte pitch") == "CUDA_ERROR_INVALID_VALUE");
-    // cuda.h forbids it; what this driver answers is shown, not promised.
-    CHECK(valueOf(r.out, "copy into the array at dstXInBytes 2, half an element (cuda.h forbids it)"));
+    CHECK(valueOf(r.out, "texture alignment (CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT)").has_value());
+    const std::regex baseLine("(yes|no); address of texel \\(100, 50\\) a multiple of it: (yes|no)");
+    CHECK(std::regex_match(valueOf(r.out, "image base a multiple of it").value_or(""), baseLine));
+    // The copy cuda.h forbids ("dstPitch must be greater than or equal to WidthInBytes +
+    // dstXInBytes"): cuda.h names no error code for it, so any refusal will do (observed on the H100:
+    // CUDA_ERROR_INVALID_VALUE).
+    const auto wide = valueOf(
+        r.out, "copy of a " + std::to_string(pitch + 4) + "-byte row into a " + std::to_string(pitch) + "-byte pitch");
+    REQUIRE(wide);
+    CHECK(wide->starts_with("CUDA_ERROR_"));
+    {
+        CurrentPrimaryContext context;
+        auto create = DRIVER_FUNCTION(driver(), cuArrayCreate);
+        auto destroy = DRIVER_FUNCTION(driver(), cuArrayDestroy);
+        auto copy2D = DRIVER_FUNCTION(driver(), cuMemcpy2D);
+        auto allocPitch = DRIVER_FUNCTION(driver(), cuMemAllocPitch);
+        auto memFree = DRIVER_FUNCTION(driver(), cuMemFree);
+        REQUIRE((create && destroy && copy2D && allocPitch && memFree));
+        // The pitch the program printed is the driver's for the same request (3996-byte rows, 300 of
+        // them, 4-byte elements), and the padding it printed is that pitch less the row: the test asks
+        // the driver itself. cuda.h does not promise that two equal requests get equal pitches;
+        // observed on the H100, they do.
+        CUdeviceptr own = 0;
+        size_t ownPitch = 0;
+        REQUIRE(allocPitch(&own, &ownPitch, 999 * 4, 300, 4) == CUDA_SUCCESS);
+        CHECK(memFree(own) == CUDA_SUCCESS);
+        CHECK(pitch == ownPitch);
+        CHECK(padding == ownPitch - 999 * 4);
+        // cuda.h forbids the half-element copy; what this driver answers is shown, not promised, so
+        // the test makes the same copy (8 bytes at dstXInBytes 2 of a 999 x 300 float array) and
+        // requires the program to have printed this driver's own answer.
+        CUDA_ARRAY_DESCRIPTOR desc{};
+        desc.Width = 999;
+        desc.Height = 300;
+        desc.Format = CU_AD_FORMAT_FLOAT;
+        desc.NumChannels = 1;
+        CUarray array = nullptr;
+        REQUIRE(create(&array, &desc) == CUDA_SUCCESS);
+        Cleanup release([&] { return destroy(array); });
+        const std::vector<float> row(999, 1.0f);
+        CUDA_MEMCPY2D halfElement{};
+        halfElement.srcMemoryType = CU_MEMORYTYPE_HOST;
+        halfElement.srcHost = row.data();
+        halfElement.srcPitch = 999 * sizeof(float);
+        halfElement.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+        halfElement.dstArray = array;
+        halfElement.dstXInBytes = 2;
+        halfElement.WidthInBytes = 2 * sizeof(float);
+        halfElement.Height = 1;
+        CHECK(valueOf(r.out, "copy into the array at dstXInBytes 2, half an element (cuda.h forbids it)") ==
+              resultName(copy2D(&halfElement)));
+    }
     CHECK(valueOf(r.out, "2D array (cuArrayGetDescriptor)") == "999 x 300, format 0x20, 1 channel(s)");
     CHECK(valueOf(r.out, "3D array (cuArray3DGetDescriptor)") == "64 x 32 x 16, format 0x20, 2 channel(s), flags 0");
     for (const char* name :
@@ -160,13 +237,50 @@ TEST_CASE("Lesson 19 filtering: point sampling exact, linear-filter weights exac
     CHECK(leadingNumber(valueOf(r.out, "largest difference from the model's 8-bit weight")) == 0.0);
     CHECK(leadingNumber(valueOf(r.out, "largest difference from the exact fraction")) ==
           Catch::Approx(1.0 / 1024).epsilon(0.01));
-    CHECK(valueOf(r.out, "weights at (k + 3/4) / 256 (the guide does not say how the fraction is rounded)"));
-    // The image's filtered values are only shown against the model (the guide gives no precision for
-    // the arithmetic); 1 % of the largest texel still tells a blend from a wrong texel (tens apart).
-    CHECK(leadingNumber(valueOf(r.out, "largest difference from the model with 8-bit weights")) < 0.01 * 255);
-    CHECK(valueOf(r.out, "linear samples over pitched memory equal to those over the array") == "all");
-    const std::regex unaligned("texture over a pitch of 68 bytes \\(alignment [0-9]+\\): CUDA_ERROR_INVALID_VALUE");
-    CHECK(std::regex_search(r.out, unaligned));
+    // How the fraction is rounded is not documented: whichever rule the program names, its example
+    // (k = 100, fraction 100.75 / 256) must be that rule's weight: 101 / 256 rounded, 100 / 256 truncated.
+    const auto rounding =
+        valueOf(r.out, "weights at (k + 3/4) / 256 (the guide does not say how the fraction is rounded)");
+    REQUIRE(rounding);
+    if (rounding->starts_with("rounded to nearest"))
+        CHECK(*rounding == "rounded to nearest, e.g. k = 100: 0.39453125 = 101 / 256");
+    else if (rounding->starts_with("truncated"))
+        CHECK(*rounding == "truncated, e.g. k = 100: 0.39062500 = 100 / 256");
+    else
+        CHECK(rounding->starts_with("neither model, e.g. k = 100: "));
+    // Both linear textures, over the array and over pitched memory, within one step of the data (1) of
+    // the 8-bit model: the bound the program's checks use.
+    const double arrayError = leadingNumber(valueOf(r.out, "largest difference from the model with 8-bit weights"));
+    const double pitchedError =
+        leadingNumber(valueOf(r.out, "largest difference over pitched memory from the model with 8-bit weights"));
+    CHECK(arrayError <= 1.0);
+    CHECK(pitchedError <= 1.0);
+    CHECK(checkOk(r.out, "the texture over the array filters linearly, within one step of the model"));
+    CHECK(checkOk(r.out, "the texture over pitched memory filters linearly, within one step of the model"));
+    // Bit-identical results over pitched memory and over the array are shown, not promised: a count
+    // out of the 105 samples.
+    const std::regex identical("[0-9]+ of 105");
+    CHECK(std::regex_match(
+        valueOf(r.out, "linear samples over pitched memory bit-identical to those over the array").value_or(""),
+        identical));
+    // The unaligned pitch tried is the pitched copy's pitch plus 4 bytes, refused with some error
+    // (cuda.h names none; observed on the H100: CUDA_ERROR_INVALID_VALUE), or not tried at all where
+    // the alignment is 4 bytes or less.
+    const std::regex imageLine(".*pitch of the pitched copy: ([0-9]+) bytes");
+    std::smatch m;
+    const std::string imageValue = valueOf(r.out, "image").value_or("");
+    REQUIRE(std::regex_match(imageValue, m, imageLine));
+    const unsigned long pitch = std::stoul(m[1]);
+    const std::regex unaligned("texture over a pitch of " + std::to_string(pitch + 4) +
+                               " bytes \\(alignment ([0-9]+)\\): (CUDA_[A-Z_]+)");
+    std::smatch u;
+    if (std::regex_search(r.out, u, unaligned)) {
+        CHECK(std::stoul(u[1]) > 4);
+        CHECK(u[2] != "CUDA_SUCCESS");
+        CHECK(checkOk(r.out, "a texture over an unaligned pitch is refused"));
+    } else {
+        CHECK(contains(r.out, "texture over an unaligned pitch: not tried (alignment "));
+    }
     CHECK(valueOf(r.out, "texture objects, pitched memory, array, module and primary context") == "released");
 }
 
@@ -199,9 +313,38 @@ TEST_CASE("Lesson 19 surfaces: a kernel's surface writes read back exactly, by c
           "[gpu][lesson19]") {
     requireGpu();
     const RunResult r = passingRun("surfaces");
-    CHECK(valueOf(r.out, "cuSurfObjectCreate over an array without CUDA_ARRAY3D_SURFACE_LDST"));
+    // Whether the driver refuses the flagless array is shown, not promised: the test asks this driver
+    // the same (a 1000 x 600 float array made with Flags 0) and requires the program's line to be
+    // that answer.
+    {
+        CurrentPrimaryContext context;
+        auto create = DRIVER_FUNCTION(driver(), cuArray3DCreate);
+        auto destroy = DRIVER_FUNCTION(driver(), cuArrayDestroy);
+        auto surfCreate = DRIVER_FUNCTION(driver(), cuSurfObjectCreate);
+        auto surfDestroy = DRIVER_FUNCTION(driver(), cuSurfObjectDestroy);
+        REQUIRE((create && destroy && surfCreate && surfDestroy));
+        CUDA_ARRAY3D_DESCRIPTOR desc{};
+        desc.Width = 1000;
+        desc.Height = 600;
+        desc.Format = CU_AD_FORMAT_FLOAT;
+        desc.NumChannels = 1;
+        desc.Flags = 0;
+        CUarray array = nullptr;
+        REQUIRE(create(&array, &desc) == CUDA_SUCCESS);
+        Cleanup release([&] { return destroy(array); });
+        CUDA_RESOURCE_DESC resource{};
+        resource.resType = CU_RESOURCE_TYPE_ARRAY;
+        resource.res.array.hArray = array;
+        CUsurfObject surface = 0;
+        const CUresult answer = surfCreate(&surface, &resource);
+        if (answer == CUDA_SUCCESS) CHECK(surfDestroy(surface) == CUDA_SUCCESS);
+        CHECK(valueOf(r.out, "cuSurfObjectCreate over an array without CUDA_ARRAY3D_SURFACE_LDST") ==
+              resultName(answer));
+    }
     CHECK(valueOf(r.out, "image written through the surface") == "1000 x 600 texels, wrong: 0");
     CHECK(valueOf(r.out, "image read through a texture by the next kernel") == "wrong texels: 0");
+    CHECK(valueOf(r.out, "grid beyond the image") ==
+          "8 columns, 8 rows; words written outside the image (row padding, 16 guard rows): 0");
     CHECK(valueOf(r.out, "texture and surface objects, memory, array, module and primary context") == "released");
 }
 
@@ -212,11 +355,16 @@ TEST_CASE("Lesson 19 copy_and_stencil: both copies and both stencils are exact; 
     CHECK(valueOf(r.out, "sub-rectangle") == "750 x 450 floats from (125, 75) to (62, 37)");
     CHECK(valueOf(r.out, "cuMemcpyDtoD calls") == "450; texels wrong in the destination: 0");
     CHECK(valueOf(r.out, "texels that differ from the host's stencil") == "through a texture 0, with global loads 0");
+    // The grid overhangs the 1000 x 600 image (blocks of 32 x 16), and nothing outside it is written.
+    CHECK(valueOf(r.out, "launch") ==
+          "32 x 38 blocks of 32 x 16 threads: 24 columns and 8 rows of threads beyond the image");
+    CHECK(valueOf(r.out, "words written outside the image (row padding, 16 guard rows)") ==
+          "through a texture 0, with global loads 0");
     CHECK(valueOf(r.out, "benchmarks") == "not run (add --bench)");
     CHECK_FALSE(contains(r.out, "bench: "));
 }
 
-TEST_CASE("Lesson 19 copy_and_stencil --bench: rates below the DRAM peak, one cuMemcpy2D beats a copy per row",
+TEST_CASE("Lesson 19 copy_and_stencil --bench: every rate measured, one cuMemcpy2D over twice a copy per row",
           "[gpu][lesson19][bench]") {
     requireGpu();
     RunOptions options;
@@ -232,12 +380,25 @@ TEST_CASE("Lesson 19 copy_and_stencil --bench: rates below the DRAM peak, one cu
                                "row-by-row cuMemcpyDtoD sub-rectangle", "stencil through a texture (read + write)",
                                "stencil with global loads (read + write)"}) {
         INFO(metric);
+        // The whole-image copy is timed only where both images got the same pitch (not promised).
+        if (std::string(metric).starts_with("cuMemcpyDtoD whole image") &&
+            contains(r.out, "whole-image cuMemcpyDtoD: not timed"))
+            continue;
         CHECK(benchValue(r.out, metric) > 0.0);
-        // Every image here is larger than any L2 cache, so no rate can pass the DRAM's own peak.
-        if (peak > 0.0) CHECK(benchValue(r.out, std::string(metric) + " share of DRAM peak") <= 100.0);
+        // The shares are figures, not verdicts: the whole-image copy reached 89 % of the peak computed
+        // from the memory clock and bus width on the H100, too close to 100 % to require a bound on
+        // every GPU; one above it is reported, not failed.
+        if (peak > 0.0) {
+            const double share = benchValue(r.out, std::string(metric) + " share of DRAM peak");
+            if (share > 100.0) WARN(metric << ": " << share << " % of the computed DRAM peak");
+        }
     }
-    // One call against 6144 calls: the direction the README states, with a margin of many times.
-    CHECK(benchValue(r.out, "cuMemcpy2D / row-by-row cuMemcpyDtoD") > 1.0);
+    // The same 6144 rows of 24 KiB moved by one call against 6144 calls, each its own trip through
+    // the driver and its own copy on the GPU: 135 x and 192 x in two runs on the H100. Requiring
+    // only 2 x leaves a margin of more than 60 times, which no GPU's cost per call comes near; the
+    // ratio itself is a figure.
+    CHECK(benchValue(r.out, "cuMemcpy2D / row-by-row cuMemcpyDtoD") > 2.0);
+    // Which stencil is faster depends on the GPU (0.63 x on the H100): a figure, required only to exist.
     CHECK(benchValue(r.out, "stencil texture / global loads") > 0.0);
 }
 

@@ -3,8 +3,10 @@
 // CUsurfObject (host) and cudaSurfaceObject_t (here) are the same 64-bit handle, as for textures.
 
 // Writes x + width * y into texel (x, y) of a float CUDA array through a surface. A surface's x
-// coordinate is in BYTES (the programming guide: "surface memory uses byte addressing"), so texel x
-// is at x * sizeof(float); y is in rows. The value is an integer below 2^24, exact as a float.
+// coordinate is in BYTES: surface_indirect_functions.h gives only "int x", and the unit comes from the
+// CUDA C++ Programming Guide ("Surface Memory": "surface memory uses byte addressing"); the surfaces
+// program checks it (every texel read back). So texel x is at x * sizeof(float); y is in rows. The
+// value is an integer below 2^24, exact as a float.
 extern "C" __global__ void writeThroughSurface(cudaSurfaceObject_t surface, int width, int height) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y * blockDim.y + threadIdx.y;
