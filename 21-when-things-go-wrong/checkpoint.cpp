@@ -2,16 +2,19 @@
 //
 // The cuCheckpointProcess* calls (CUDA 12.8; what the cuda-checkpoint tool does, and what CRIU
 // calls to save a CUDA process with the rest of it) act on another process, named by its pid:
-// lock it (its CUDA calls block), checkpoint it (its device memory is copied into host memory and
-// everything it held on the GPU is released), restore it (back on the GPU, at the same addresses),
-// unlock it. cuCheckpointProcessGetState says where it is. The parent does this to a child that
-// holds a buffer, shows the device memory free while the child is checkpointed, and the child checks
-// its buffer after the restore and goes on computing with it.
+// lock it (cuda.h: this "will block further CUDA API calls" of that process), checkpoint it (its
+// device memory is copied into host memory and everything it held on the GPU is released), restore
+// it (cuda.h: "from its last checkpoint"), unlock it. cuCheckpointProcessGetState says where it
+// is. The parent does this to a child that holds a buffer, shows the device memory free while the
+// child is checkpointed, and the child checks its buffer after the restore, through the pointer it
+// had before, and goes on computing with it: that the buffer was back at its old address is what
+// these runs show, not something cuda.h promises.
 //
-//   checkpoint               the steps, with their checks
-//   checkpoint --bench       also checkpoint and restore of 256 MiB, 1 GiB, 4 GiB, and pinned copies
-//   checkpoint --device N    another GPU
-//   checkpoint --child 1     the child (started by the program itself, not by hand)
+//   checkpoint                           the steps, with their checks
+//   checkpoint --bench                   also checkpoint and restore of 256 MiB, 1 GiB, 4 GiB, and pinned copies
+//   checkpoint --bench --bench-max-mib N only the --bench sizes up to N MiB (256: the smallest only)
+//   checkpoint --device N                another GPU
+//   checkpoint --child 1                 the child (started by the program itself, not by hand)
 #include <cuda.h>
 
 #include <chrono>
@@ -55,35 +58,65 @@ std::string stateOf(int pid) {
     }
 }
 
+bool Cycle::succeeded(int i, const char* state) const {
+    return called[i] && results[i] == CUDA_SUCCESS && states[i] == state;
+}
+
 bool Cycle::allSucceeded() const {
-    for (const CUresult result : results)
-        if (result != CUDA_SUCCESS) return false;
-    return true;
+    return succeeded(0, kLocked) && succeeded(1, kCheckpointed) && succeeded(2, kLocked) && succeeded(3, kRunning);
+}
+
+// Free device memory between the lock and the unlock: a failure here must not end the parent
+// with the child still LOCKED or CHECKPOINTED (CHECK_DRIVER would exit). It is reported, the
+// value is 0 (so the memory checks fail), and the cycle goes on to restore and unlock.
+static size_t freeDeviceMemoryWhileLocked() {
+    size_t freeBytes = 0;
+    size_t totalBytes = 0;
+    if (REPORT_DRIVER(cuMemGetInfo(&freeBytes, &totalBytes)) != CUDA_SUCCESS) return 0;
+    return freeBytes;
 }
 
 Cycle checkpointAndRestore(int pid) {
     Cycle cycle;
-    // Each argument structure is reserved for later use except the lock's timeout: zeroed.
+    // Zeroed: cuda.h says their reserved fields must be zero. The lock's timeout is set; the restore's
+    // gpuPairs and gpuPairsCount stay empty: no GPU remapping, back onto the GPU it came from.
     CUcheckpointLockArgs lockArgs{};
-    lockArgs.timeoutMs = 10000;  // the child's CUDA calls in flight get 10 s to end, else RUNNING again
+    lockArgs.timeoutMs = 10000;  // cuda.h: once the timeout is reached, the process is left RUNNING
     CUcheckpointCheckpointArgs checkpointArgs{};
-    CUcheckpointRestoreArgs restoreArgs{};  // no GPU pairs: back onto the GPU it came from
+    CUcheckpointRestoreArgs restoreArgs{};
     CUcheckpointUnlockArgs unlockArgs{};
     using clock = std::chrono::steady_clock;
+    // cuda.h: each call needs the process in one state ("Process must be in the ... state"). So
+    // each is made only when the one before it succeeded and left that state: the first failure
+    // ends the cycle.
+    cycle.called[0] = true;
     cycle.results[0] = cuCheckpointProcessLock(pid, &lockArgs);
     cycle.states[0] = stateOf(pid);
-    const auto beforeCheckpoint = clock::now();
-    cycle.results[1] = cuCheckpointProcessCheckpoint(pid, &checkpointArgs);
-    cycle.checkpointMs = std::chrono::duration<double, std::milli>(clock::now() - beforeCheckpoint).count();
-    cycle.states[1] = stateOf(pid);
-    cycle.freeCheckpointed = freeDeviceMemory();
-    const auto beforeRestore = clock::now();
-    cycle.results[2] = cuCheckpointProcessRestore(pid, &restoreArgs);
-    cycle.restoreMs = std::chrono::duration<double, std::milli>(clock::now() - beforeRestore).count();
-    cycle.states[2] = stateOf(pid);
-    cycle.freeRestored = freeDeviceMemory();
-    cycle.results[3] = cuCheckpointProcessUnlock(pid, &unlockArgs);
-    cycle.states[3] = stateOf(pid);
+    if (cycle.succeeded(0, kLocked)) {
+        cycle.called[1] = true;
+        const auto beforeCheckpoint = clock::now();
+        cycle.results[1] = cuCheckpointProcessCheckpoint(pid, &checkpointArgs);
+        cycle.checkpointMs = std::chrono::duration<double, std::milli>(clock::now() - beforeCheckpoint).count();
+        cycle.states[1] = stateOf(pid);
+        cycle.freeCheckpointed = freeDeviceMemoryWhileLocked();
+    }
+    if (cycle.succeeded(1, kCheckpointed)) {
+        cycle.called[2] = true;
+        const auto beforeRestore = clock::now();
+        cycle.results[2] = cuCheckpointProcessRestore(pid, &restoreArgs);
+        cycle.restoreMs = std::chrono::duration<double, std::milli>(clock::now() - beforeRestore).count();
+        cycle.states[2] = stateOf(pid);
+        cycle.freeRestored = freeDeviceMemoryWhileLocked();
+    }
+    // Unlock from LOCKED only, the state it needs: after the restore, or after any step that
+    // failed and left the process locked. A process left LOCKED would block in its next CUDA call.
+    int last = 0;
+    while (last < 2 && cycle.called[last + 1]) ++last;
+    if (cycle.states[last] == kLocked) {
+        cycle.called[3] = true;
+        cycle.results[3] = cuCheckpointProcessUnlock(pid, &unlockArgs);
+        cycle.states[3] = stateOf(pid);
+    }
     return cycle;
 }
 #endif
@@ -91,6 +124,17 @@ Cycle checkpointAndRestore(int pid) {
 }  // namespace checkpoint
 
 namespace {
+
+#if CUDA_VERSION >= 12080
+// "CALL: ANSWER, then the child is STATE" for call i of the cycle, or that it was not made.
+void printCall(const checkpoint::Cycle& cycle, int i) {
+    if (cycle.called[i])
+        std::printf("%s: %s, then the child is %s\n", checkpoint::kCalls[i], course::driverErrorName(cycle.results[i]),
+                    cycle.states[i].c_str());
+    else
+        std::printf("%s: not called (the child is not in the state it needs)\n", checkpoint::kCalls[i]);
+}
+#endif
 
 // The child: a buffer of the size the parent sends, filled; after the parent's "go", checked and used.
 int holdingChild(int ordinal) {
@@ -144,9 +188,18 @@ int holdingChild(int ordinal) {
 
 int main(int argc, char** argv) {
     course::Arguments args;
-    if (!course::parseArguments(argc, argv, {"--bench"}, {"--device", "--child"}, "[--device N] [--bench]", args))
+    const char* usage = "[--device N] [--bench [--bench-max-mib N]]";
+    if (!course::parseArguments(argc, argv, {"--bench"}, {"--device", "--child", "--bench-max-mib"}, usage, args))
         return course::kExitUsage;
     const int ordinal = args.deviceOrdinal();
+    // --bench's sizes up to this many MiB (all of them by default); 0 without --bench.
+    const long long benchMiB = args.has("--bench") ? args.valueOr("--bench-max-mib", 1ll << 40) : 0;
+    if (args.values.count("--bench-max-mib") != 0 && benchMiB < static_cast<long long>(checkpoint::kBenchMiB[0])) {
+        std::fprintf(stderr, "%s: --bench-max-mib goes with --bench, and is at least %zu (the smallest size)\n",
+                     argv[0], checkpoint::kBenchMiB[0]);
+        std::fprintf(stderr, "usage: %s %s\n", argv[0], usage);
+        return course::kExitUsage;
+    }
     if (args.values.count("--child") != 0) {
         if (args.valueOr("--child", 0) == checkpoint::kHolderRole) return holdingChild(ordinal);
         std::fprintf(stderr, "%s: no child role %lld here\n", argv[0], args.valueOr("--child", 0));
@@ -182,7 +235,14 @@ int main(int argc, char** argv) {
     const size_t childHolds = freeBefore > freeWithChild ? freeBefore - freeWithChild : 0;
     std::printf("device memory the child holds: %zu MiB in all, %zu MiB of it its buffer\n",
                 childHolds / checkpoint::kMiB, bytes / checkpoint::kMiB);
-    const std::string running = ready ? checkpoint::stateOf(child.pid) : "the child did not get ready";
+    // A child that never said it was ready has no buffer to move (it failed, or hangs): nothing
+    // is locked or checkpointed then.
+    if (!verdict.check("the child fills its buffer and says it is ready", ready)) {
+        std::printf("child: %s\n", children::kill(child).c_str());
+        CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+        return verdict.finish();
+    }
+    const std::string running = checkpoint::stateOf(child.pid);
     std::printf("cuCheckpointProcessGetState: %s\n", running.c_str());
     if (running == "CUDA_ERROR_NOT_SUPPORTED") {
         // Seen under compute-sanitizer too, which stands between this process and the driver.
@@ -195,17 +255,17 @@ int main(int argc, char** argv) {
         std::printf("Result = SKIP (%s)\n", reason.c_str());
         return course::kExitNotApplicable;
     }
+    verdict.check("the child is CU_PROCESS_STATE_RUNNING before the lock", running == checkpoint::kRunning);
 
-    // Steps 3 and 4: one cycle. The parent reads no output meanwhile: the child is blocked.
+    // Steps 3 and 4: one cycle. The parent reads no output meanwhile: the child waits on its stdin.
     course::printStep(3, "lock and checkpoint the child: its device memory moves to host memory");
     const checkpoint::Cycle cycle = checkpoint::checkpointAndRestore(child.pid);
-    const char* expected[4] = {"CU_PROCESS_STATE_LOCKED", "CU_PROCESS_STATE_CHECKPOINTED", "CU_PROCESS_STATE_LOCKED",
-                               "CU_PROCESS_STATE_RUNNING"};
+    const char* expected[4] = {checkpoint::kLocked, checkpoint::kCheckpointed, checkpoint::kLocked,
+                               checkpoint::kRunning};
     for (int i = 0; i < 2; ++i) {
-        std::printf("%s: %s, then the child is %s\n", checkpoint::kCalls[i], course::driverErrorName(cycle.results[i]),
-                    cycle.states[i].c_str());
+        printCall(cycle, i);
         verdict.check((std::string(checkpoint::kCalls[i]) + " leaves the child " + expected[i]).c_str(),
-                      cycle.results[i] == CUDA_SUCCESS && cycle.states[i] == expected[i]);
+                      cycle.succeeded(i, expected[i]));
     }
     std::printf("free device memory while the child is checkpointed: %zu MiB\n",
                 cycle.freeCheckpointed / checkpoint::kMiB);
@@ -214,18 +274,18 @@ int main(int argc, char** argv) {
 
     course::printStep(4, "restore and unlock the child: its memory is back on the GPU");
     for (int i = 2; i < 4; ++i) {
-        std::printf("%s: %s, then the child is %s\n", checkpoint::kCalls[i], course::driverErrorName(cycle.results[i]),
-                    cycle.states[i].c_str());
+        printCall(cycle, i);
         verdict.check((std::string(checkpoint::kCalls[i]) + " leaves the child " + expected[i]).c_str(),
-                      cycle.results[i] == CUDA_SUCCESS && cycle.states[i] == expected[i]);
+                      cycle.succeeded(i, expected[i]));
     }
     std::printf("free device memory after the restore: %zu MiB\n", cycle.freeRestored / checkpoint::kMiB);
-    verdict.checkFreeMemory("the child holds its device memory again after the restore",
-                            cycle.freeRestored + bytes <= cycle.freeCheckpointed);
+    verdict.checkFreeMemory(
+        "the child holds its device memory again after the restore",
+        cycle.called[2] && cycle.freeRestored > 0 && cycle.freeRestored + bytes <= cycle.freeCheckpointed);
 
     // Step 5: a child that is not RUNNING would block in its next CUDA call: it is killed instead.
     course::printStep(5, "the child checks its buffer and goes on computing");
-    const bool goesOn = cycle.states[3] == "CU_PROCESS_STATE_RUNNING" && children::tell(child, "go");
+    const bool goesOn = checkpoint::stateOf(child.pid) == checkpoint::kRunning && children::tell(child, "go");
     const std::string ended = goesOn ? children::finish(child) : children::kill(child);
     std::printf("child: %s\n", ended.c_str());
     verdict.check("the child's buffer survived the checkpoint",
@@ -236,7 +296,7 @@ int main(int argc, char** argv) {
 
     course::printStep(6, args.has("--bench") ? "what it costs: 256 MiB, 1 GiB, 4 GiB, beside pinned copies (--bench)"
                                              : "what it costs, beside pinned copies of the same size");
-    checkpoint::costs(ordinal, bytes, cycle.checkpointMs, cycle.restoreMs, args.has("--bench"), verdict);
+    checkpoint::costs(ordinal, bytes, cycle.checkpointMs, cycle.restoreMs, static_cast<size_t>(benchMiB), verdict);
 
     course::printStep(7, "release the parent's context");
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));

@@ -19,6 +19,8 @@ constexpr const char* kSurvived = "words holding the pattern after the restore";
 constexpr const char* kComputed = "words holding the pattern + 1 after a kernel";
 
 constexpr size_t kMiB = size_t{1} << 20;
+// --bench's sizes, in MiB; --bench-max-mib N keeps those up to N.
+constexpr size_t kBenchMiB[] = {256, 1024, 4096};
 
 // Free device memory now, in the current context's device (cuMemGetInfo).
 size_t freeDeviceMemory();
@@ -30,15 +32,24 @@ bool allWords(const std::string& value);
 // "CU_PROCESS_STATE_LOCKED", or the error cuCheckpointProcessGetState returned.
 std::string stateOf(int pid);
 
-// One checkpoint and restore of the process: lock, checkpoint, restore, unlock, each call's answer
-// and the state after it, and how long checkpoint and restore took.
+constexpr const char* kRunning = "CU_PROCESS_STATE_RUNNING";
+constexpr const char* kLocked = "CU_PROCESS_STATE_LOCKED";
+constexpr const char* kCheckpointed = "CU_PROCESS_STATE_CHECKPOINTED";
+
+// One checkpoint and restore of the process: lock, checkpoint, restore, unlock, whether each call
+// was made (each only from the state cuda.h requires for it), its answer and the state after it,
+// and how long checkpoint and restore took.
 struct Cycle {
+    bool called[4] = {false, false, false, false};
     CUresult results[4] = {CUDA_SUCCESS, CUDA_SUCCESS, CUDA_SUCCESS, CUDA_SUCCESS};
     std::string states[4];
     double checkpointMs = 0;
     double restoreMs = 0;
     size_t freeCheckpointed = 0;  // free device memory while the process is checkpointed
     size_t freeRestored = 0;      // and right after the restore
+    // Call i was made, returned CUDA_SUCCESS and left the process in `state`.
+    bool succeeded(int i, const char* state) const;
+    // All four did, each leaving the state it should.
     bool allSucceeded() const;
 };
 constexpr const char* kCalls[4] = {"cuCheckpointProcessLock", "cuCheckpointProcessCheckpoint",
@@ -47,8 +58,8 @@ Cycle checkpointAndRestore(int pid);
 #endif
 
 // Step 6 (checkpoint_bench.cpp): the first cycle's checkpoint and restore of `bytes` in GB/s, beside
-// pinned copies of the same size. With `sweep` (--bench), a new child and kCycles cycles for each of
-// 256 MiB, 1 GiB and 4 GiB that fit here, and "bench:" lines.
-void costs(int ordinal, size_t bytes, double checkpointMs, double restoreMs, bool sweep, course::Verdict& verdict);
+// pinned copies of the same size. With `sweepMiB` above 0 (--bench), a new child and kCycles cycles
+// for each size of kBenchMiB up to sweepMiB that fits here, and "bench:" lines.
+void costs(int ordinal, size_t bytes, double checkpointMs, double restoreMs, size_t sweepMiB, course::Verdict& verdict);
 
 }  // namespace checkpoint

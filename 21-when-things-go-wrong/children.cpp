@@ -60,6 +60,18 @@ bool takeLines(Child& child, const std::string& marker) {
     return false;
 }
 
+// Where the child's first line that starts with `prefix` begins in its output; npos if none.
+std::string::size_type lineStarting(const Child& child, const std::string& prefix) {
+    std::string::size_type at = 0;
+    while (at < child.output.size()) {
+        if (child.output.compare(at, prefix.size(), prefix) == 0) return at;
+        const std::string::size_type end = child.output.find('\n', at);
+        if (end == std::string::npos) break;
+        at = end + 1;
+    }
+    return std::string::npos;
+}
+
 }  // namespace
 
 Child start(const std::vector<std::string>& argv, const Environment& environment) {
@@ -155,19 +167,20 @@ std::string kill(Child& child) {
 
 std::string valueOf(const Child& child, const std::string& label) {
     const std::string prefix = label + ": ";
-    std::string::size_type at = 0;
-    while (at < child.output.size()) {
-        const std::string::size_type end = child.output.find('\n', at);
-        const std::string line = child.output.substr(at, end - at);
-        if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
-        if (end == std::string::npos) break;
-        at = end + 1;
-    }
-    return "";
+    const std::string::size_type at = lineStarting(child, prefix);
+    if (at == std::string::npos) return "";
+    const std::string::size_type end = child.output.find('\n', at);
+    return child.output.substr(at + prefix.size(), end == std::string::npos ? end : end - at - prefix.size());
 }
 
 bool printed(const Child& child, const std::string& text) {
     return child.output.find(text) != std::string::npos;
+}
+
+bool printedBefore(const Child& child, const std::string& text, const std::string& label) {
+    const std::string::size_type found = child.output.find(text);
+    const std::string::size_type labelled = lineStarting(child, label + ": ");
+    return found != std::string::npos && labelled != std::string::npos && found < labelled;
 }
 
 void beginChild() {

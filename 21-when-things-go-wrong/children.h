@@ -1,9 +1,9 @@
 // children.h — lesson 21's child processes: the program started again with a role, and the
 // plumbing between parent and child. No CUDA calls here.
 //
-// A child is started with posix_spawn of /proc/self/exe (fork + exec in one call): the driver
-// does not support CUDA in a child that was only forked from a process that called cuInit, and a
-// fresh exec carries none of the parent's CUDA state. The child's stdin, stdout and stderr are
+// A child is started with posix_spawn of /proc/self/exe (fork + exec in one call). cuda.h says
+// nothing about fork: no header promises that a child only forked from a process that called
+// cuInit can use CUDA, and a fresh exec carries none of the parent's CUDA state. The child's stdin, stdout and stderr are
 // one end of a socket pair; the parent keeps the other. The parent reads every line the child
 // prints and prints it again as "[child] LINE", so the child's output lands in the parent's, in
 // order; it sends instructions, one line each, to the child's stdin.
@@ -53,6 +53,9 @@ std::string kill(Child& child);
 std::string valueOf(const Child& child, const std::string& label);
 // Whether the child printed a line that contains `text`.
 bool printed(const Child& child, const std::string& text);
+// Whether the child printed a line that contains `text` before its line "LABEL: VALUE" (false
+// when either is missing): what came out before a call returned, and what came out after it.
+bool printedBefore(const Child& child, const std::string& text, const std::string& label);
 
 // The child's side: stdout line-buffered (each line reaches the parent when it is printed, not
 // when a buffer fills), and one instruction from stdin, without its newline ("" at EOF).

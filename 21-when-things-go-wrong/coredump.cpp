@@ -5,17 +5,22 @@
 // them out, memory — and cuda-gdb opens the file ("target cudacore FILE") as if it had stopped the
 // kernel there. The cuCoredump* calls (CUDA 12.1) set this up: dumps on exception, the file, what
 // to leave out — for the whole process (cuCoredumpSetAttributeGlobal), which a context takes over
-// when it is made, or for the current context (cuCoredumpSetAttribute). The child turns dumps on
-// and faults, and the driver writes the dump and then abort()s it; the parent made the temporary
-// folder the dump goes to, checks the file and how the child ended, and removes the folder.
+// when it is made, or for the current context (cuCoredumpSetAttribute); a context can also be
+// made with the flag CU_CTX_COREDUMP_ENABLE (cuda.h: where dumps are not on globally or through
+// the environment). The child turns dumps on globally and faults, and the driver writes the dump
+// and then abort()s it; the parent made the temporary folder the dump goes to, checks the file and
+// how the child ended, and removes the folder.
 //
 //   coredump               the steps, with their checks
 //   coredump --device N    another GPU
 //   coredump --child 1     the child: it reads the dump's path from stdin. Started by hand,
-//                          "echo /tmp/gpu.core | coredump --child 1", it leaves the dump for cuda-gdb.
+//                          dir=$(mktemp -d); echo "$dir/gpu.core" | coredump --child 1
+//                          leaves the dump in that private folder for cuda-gdb. A folder that
+//                          other users can write to (/tmp itself) is refused.
 #include <cuda.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -36,6 +41,7 @@ namespace {
 constexpr int kDumpRole = 1;
 constexpr const char* kSettings = "coredump settings (cuCoredumpSetAttributeGlobal)";
 constexpr const char* kLaunch = "cuLaunchKernel of the out-of-bounds store";
+constexpr const char* kLightweightKept = "the context's generation flags include every lightweight flag";
 
 #if CUDA_VERSION >= 12010
 constexpr int kWaitSeconds = 20;  // below children::kQuietLimitSeconds, after which the parent kills a silent child
@@ -52,7 +58,18 @@ int dumpingChild(int ordinal) {
     std::string path = children::readInstruction();
     const std::string::size_type slash = path.rfind('/');
     if (path.empty() || slash == std::string::npos) {
-        std::fprintf(stderr, "child: no dump path on stdin (echo /tmp/gpu.core | coredump --child 1)\n");
+        std::fprintf(stderr,
+                     "child: no dump path on stdin (dir=$(mktemp -d); echo \"$dir/gpu.core\" | coredump --child 1)\n");
+        return 1;
+    }
+    // The dump is written under a name the caller chose: only into a folder of this user's that
+    // no one else can write to (a mkdtemp folder), where no one can plant a link under that name.
+    const std::string folder = path.substr(0, slash + 1);
+    struct stat info {};
+    if (stat(folder.c_str(), &info) != 0 || !S_ISDIR(info.st_mode) || info.st_uid != geteuid() ||
+        (info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        std::fprintf(stderr, "child: %s is not a folder of this user's that only this user can write to (mktemp -d)\n",
+                     folder.c_str());
         return 1;
     }
     // After the dump the driver abort()s the process: no host core file of it. And the dump's
@@ -60,7 +77,7 @@ int dumpingChild(int ordinal) {
     // (core.cuda.HOST.PID) lands there too.
     const rlimit noCoreFile{0, 0};
     setrlimit(RLIMIT_CORE, &noCoreFile);
-    if (chdir(path.substr(0, slash + 1).c_str()) != 0) std::perror("child: chdir to the dump's folder");
+    if (chdir(folder.c_str()) != 0) std::perror("child: chdir to the dump's folder");
     CHECK_DRIVER(cuInit(0));
     CUdevice device = 0;
     CHECK_DRIVER(cuDeviceGet(&device, ordinal));
@@ -73,7 +90,9 @@ int dumpingChild(int ordinal) {
     setGlobal(CU_COREDUMP_FILE, path.data(), path.size() + 1, &settings);
     int flags = 0;
 #if CUDA_VERSION >= 12050
-    if (driverVersion >= 12050) {  // one integer of flags since CUDA 12.5: no device memory, no ELF images
+    // One integer of flags since CUDA 12.5. The lightweight ones leave out GPU memory and the ELF
+    // images that are not relocated at run time (cuda.h), not every ELF image.
+    if (driverVersion >= 12050) {
         flags = CU_COREDUMP_LIGHTWEIGHT_FLAGS;
         setGlobal(CU_COREDUMP_GENERATION_FLAGS, &flags, sizeof(flags), &settings);
     }
@@ -101,7 +120,37 @@ int dumpingChild(int ordinal) {
     CHECK_DRIVER(cuCoredumpGetAttribute(CU_COREDUMP_FILE, file, &size));
     std::printf("the context's CU_COREDUMP_ENABLE_ON_EXCEPTION: %s\n", enabled ? "true" : "false");
     std::printf("the context's CU_COREDUMP_FILE: %s\n", std::string(file) == path ? "the path the parent sent" : file);
-    std::printf("CU_COREDUMP_GENERATION_FLAGS set: 0x%x (lightweight: no device memory, no ELF images)\n", flags);
+    // The context flag that turns dumps on for one context (cuda.h: set when the context is made,
+    // where dumps are not on globally). Only read here: the settings above are global.
+    unsigned int contextFlags = 0;
+    CHECK_DRIVER(cuCtxGetFlags(&contextFlags));
+    std::printf("the context's flags (cuCtxGetFlags) include CU_CTX_COREDUMP_ENABLE: %s\n",
+                (contextFlags & CU_CTX_COREDUMP_ENABLE) != 0 ? "yes" : "no");
+    std::printf("CU_COREDUMP_GENERATION_FLAGS set: 0x%x (lightweight: no GPU memory, no non-relocated ELF images)\n",
+                flags);
+    // What the context took over, read back (cuCoredumpGetAttribute): every lightweight flag.
+    bool lightweightKept = false;
+#if CUDA_VERSION >= 12050
+    if (flags != 0) {
+        int kept = 0;
+        size = sizeof(kept);
+        const CUresult read = cuCoredumpGetAttribute(CU_COREDUMP_GENERATION_FLAGS, &kept, &size);
+        if (read == CUDA_SUCCESS)
+            std::printf("the context's CU_COREDUMP_GENERATION_FLAGS: 0x%x\n", kept);
+        else
+            lesson21::show("the context's CU_COREDUMP_GENERATION_FLAGS", read);
+        lightweightKept =
+            read == CUDA_SUCCESS && (kept & CU_COREDUMP_LIGHTWEIGHT_FLAGS) == CU_COREDUMP_LIGHTWEIGHT_FLAGS;
+    }
+#endif
+    if (flags == 0) {  // CUDA 12.1 to 12.4: the boolean
+        bool kept = false;
+        size = sizeof(kept);
+        const CUresult read = cuCoredumpGetAttribute(CU_COREDUMP_LIGHTWEIGHT, &kept, &size);
+        if (read != CUDA_SUCCESS) lesson21::show("the context's CU_COREDUMP_LIGHTWEIGHT", read);
+        lightweightKept = read == CUDA_SUCCESS && kept;
+    }
+    std::printf("%s: %s\n", kLightweightKept, lightweightKept ? "yes" : "no");
 
     CUmodule module = nullptr;
     CHECK_DRIVER(cuModuleLoad(&module, lesson21::faultsModulePath().c_str()));
@@ -113,9 +162,9 @@ int dumpingChild(int ordinal) {
     unsigned int value = 7;
     void* params[] = {&words, &index, &value};
     lesson21::show(kLaunch, cuLaunchKernel(storeAt, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr));
-    // The driver writes the dump when the exception reaches it and then calls abort(). On the
-    // course's H100 cuCtxSynchronize returned first, with CUDA_SUCCESS, and the dump and the abort
-    // came about a quarter of a second after the launch, while this thread slept. A CUDA call made
+    // The driver writes the dump when the exception reaches it and then calls abort(). Observed on
+    // NVIDIA H100 80GB HBM3: cuCtxSynchronize returned first, with CUDA_SUCCESS, and the dump and the
+    // abort came about a quarter of a second after the launch, while this thread slept. A CUDA call made
     // meanwhile hung there (and no dump came): so the child makes none, and ends by itself only if
     // nothing comes.
     lesson21::show("cuCtxSynchronize", cuCtxSynchronize());
@@ -198,18 +247,18 @@ int main(int argc, char** argv) {
     std::printf("gpu.core: %s, %llu bytes\n", exists ? "written" : "missing", static_cast<unsigned long long>(bytes));
     std::printf("starts with the ELF magic (0x7f 'E' 'L' 'F'): %s\n",
                 magic[0] == 0x7f && magic[1] == 'E' && magic[2] == 'L' && magic[3] == 'F' ? "yes" : "no");
-    // No dump to check where the driver refused the settings (CUDA_ERROR_NOT_SUPPORTED,
-    // _NOT_PERMITTED), or where, with dumps on in the child's context, the driver neither wrote a
-    // dump nor aborted the child in the time it waited.
+    // cuda.h lists three answers of cuCoredumpSetAttributeGlobal: CUDA_SUCCESS,
+    // CUDA_ERROR_INVALID_VALUE and CUDA_ERROR_NOT_PERMITTED. Only the last is this machine's
+    // refusal (no dump to check: SKIP); CUDA_ERROR_INVALID_VALUE means the program passed a wrong
+    // value or size, and fails. Once the driver accepted them, a child whose fault brought no dump
+    // and no abort (it hung, or ended by itself) fails the checks below.
     std::string skip;
-    if (settings.rfind("CUDA_ERROR_", 0) == 0)
-        skip = "the driver refused the coredump settings: " + settings;
-    else if (children::valueOf(child, "the context's CU_COREDUMP_ENABLE_ON_EXCEPTION") == "true" && !exists &&
-             ended != "killed by signal 6")
-        skip = "with GPU coredumps on, the driver wrote no dump and did not abort the child";
+    if (settings == "CUDA_ERROR_NOT_PERMITTED") skip = "the driver refused the coredump settings: " + settings;
     if (!skip.empty()) {
         std::printf("section GPU coredump: SKIP (%s)\n", skip.c_str());
-    } else {
+    } else if (verdict.check("the driver accepts the coredump settings", settings == "CUDA_SUCCESS")) {
+        verdict.check("the child's context took the lightweight flags",
+                      children::valueOf(child, kLightweightKept) == "yes");
         verdict.check("the child's GPU coredump is written and not empty", exists && bytes > 0);
         // SIGABRT is 6 on Linux: abort() is what the driver calls after the dump unless told not to.
         verdict.check("the driver aborted the child after the dump", ended == "killed by signal 6");

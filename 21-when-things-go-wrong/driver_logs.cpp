@@ -1,12 +1,14 @@
 // Lesson 21, program 3 — the driver's own explanation of an error.
 //
 // A CUresult names a kind of failure: CUDA_ERROR_INVALID_VALUE says that an argument was wrong, not
-// which one or why. Since CUDA 12.9 the driver also writes a line of text about the failure into a
-// log buffer of its own (at most 25600 bytes; the oldest lines are overwritten): a callback
-// registered with cuLogsRegisterCallback receives each line as it is written, and
-// cuLogsCurrent + cuLogsDumpToMemory copy out the lines written after a point. (CUDA_LOG_FILE=stderr,
-// or a file name, writes them out with no code at all.) The program provokes two errors and prints,
-// for each, the bare CUresult beside the driver's line.
+// which one or why. Since CUDA 12.9 the driver also keeps a log of its own (cuda.h: at most 25600
+// bytes: "The oldest logs may be overwritten"); which failures it writes a line for is its own
+// choice: on NVIDIA H100 80GB HBM3 it wrote one for each failure this program provokes. A callback
+// registered with cuLogsRegisterCallback receives each line as it is written, until
+// cuLogsUnregisterCallback; cuLogsCurrent + cuLogsDumpToMemory copy out the lines written after a
+// point, and not the ones before it. (CUDA_LOG_FILE=stderr, or a file name, wrote them out with no
+// code at all here.) The program provokes its errors and prints, for each, the bare CUresult beside
+// the driver's line.
 //
 //   driver_logs               the steps, with their checks
 //   driver_logs --device N    another GPU
@@ -66,6 +68,21 @@ size_t lineCount(LogLines& log) {
     return log.lines.size();
 }
 
+// The callback's `index`-th line, "" if there is none. Read under the mutex like every access:
+// the driver may call the callback on another thread at any time.
+std::string lineAt(LogLines& log, size_t index) {
+    const std::lock_guard<std::mutex> hold(log.lock);
+    return index < log.lines.size() ? log.lines[index] : std::string();
+}
+
+// Whether one of the callback's lines from the `from`-th on contains `text`.
+bool anyLineNames(LogLines& log, size_t from, const std::string& text) {
+    const std::lock_guard<std::mutex> hold(log.lock);
+    for (size_t i = from; i < log.lines.size(); ++i)
+        if (log.lines[i].find(text) != std::string::npos) return true;
+    return false;
+}
+
 // The log's lines written since *iterator, which moves past them (cuLogsDumpToMemory).
 std::string dumpSince(CUlogIterator* iterator) {
     std::vector<char> buffer(25600 + 1);  // the log's largest size, and the driver's terminating NUL
@@ -105,11 +122,17 @@ int main(int argc, char** argv) {
     int maxThreads = 0;
     CHECK_DRIVER(cuDeviceGetAttribute(&maxThreads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, device));
 
-    // Step 2: both ways in, before the errors: a callback, and an iterator at the log's end.
+    // Step 2: both ways in: a callback, and an iterator at the log's end. Between them, a failed
+    // lookup, so that the log holds a line from before the iterator, which no dump from it may show.
     course::printStep(2, "a log callback, and an iterator at the end of the driver's log");
     LogLines log;
     CUlogsCallbackHandle callback = nullptr;
     CHECK_DRIVER(cuLogsRegisterCallback(onDriverLog, &log, &callback));
+    CUfunction early = nullptr;
+    const CUresult earlyResult = cuModuleGetFunction(&early, module, "beforeTheIterator");
+    std::printf("cuModuleGetFunction(\"beforeTheIterator\"), before the iterator: %s\n",
+                course::driverErrorName(earlyResult));
+    const size_t beforeIterator = printCallbackLines(log, 0);
     CUlogIterator iterator = 0;
     CHECK_DRIVER(cuLogsCurrent(&iterator, 0));
     std::printf("callback registered, iterator taken (cuLogsRegisterCallback, cuLogsCurrent)\n");
@@ -122,8 +145,10 @@ int main(int argc, char** argv) {
     const CUresult refused = cuLaunchKernel(fill, 1, 1, 1, tooMany, 1, 1, 0, nullptr, params, nullptr);
     std::printf("cuLaunchKernel with %u threads per block, bare CUresult: %s (%s)\n", tooMany,
                 course::driverErrorName(refused), course::driverErrorString(refused));
-    const size_t afterLaunch = printCallbackLines(log, 0);
-    verdict.check("the callback received a line about the invalid launch", refused != CUDA_SUCCESS && afterLaunch > 0);
+    const size_t afterLaunch = printCallbackLines(log, beforeIterator);
+    // Not just any line: one that names the call that was refused.
+    verdict.check("the callback received a line about the invalid launch",
+                  refused != CUDA_SUCCESS && anyLineNames(log, beforeIterator, "cuLaunchKernel"));
 
     // Step 4: the same lines from the log buffer; the iterator moves past what it dumped.
     course::printStep(4, "the same line from the log buffer (cuLogsDumpToMemory)");
@@ -134,10 +159,15 @@ int main(int argc, char** argv) {
         std::printf("driver log (dump): %s\n", withoutTimeAndThread(dumped.substr(at, end - at)).c_str());
         at = end == std::string::npos ? dumped.size() : end + 1;
     }
-    const std::string firstLine = afterLaunch > 0 ? log.lines.front() : std::string();
+    const std::string firstLine = lineAt(log, beforeIterator);
     const std::string firstText = withoutTimeAndThread(firstLine.substr(firstLine.find(' ') + 1));
     verdict.check("the dump since the iterator holds the callback's line",
                   !firstText.empty() && dumped.find(firstText) != std::string::npos);
+    // Step 2's failed lookup was logged (the callback got a line naming it) before the iterator
+    // was taken: the dump must leave it out. No other lookup fails before this dump.
+    verdict.check("the dump leaves out the line logged before cuLogsCurrent",
+                  earlyResult != CUDA_SUCCESS && anyLineNames(log, 0, "cuModuleGetFunction") &&
+                      dumped.find("cuModuleGetFunction") == std::string::npos);
     const std::string again = dumpSince(&iterator);
     std::printf("second dump from the advanced iterator: %zu bytes\n", again.size());
     verdict.check("a second dump from the advanced iterator is empty", again.empty());
@@ -153,8 +183,23 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuCtxSynchronize());
     std::printf("callback lines after a healthy launch: %zu\n", lineCount(log) - afterLookup);
 
+    // Step 6: after cuLogsUnregisterCallback a failed call still reaches the log (a dump from a
+    // new iterator shows it) but no longer the callback.
     course::printStep(6, "unregister the callback, release everything");
     CHECK_DRIVER(cuLogsUnregisterCallback(callback));
+    const size_t beforeLate = lineCount(log);
+    CUlogIterator late = 0;
+    CHECK_DRIVER(cuLogsCurrent(&late, 0));
+    CUfunction afterUnregister = nullptr;
+    const CUresult lateResult = cuModuleGetFunction(&afterUnregister, module, "afterTheCallback");
+    const std::string lateDump = dumpSince(&late);
+    const size_t lateLines = lineCount(log) - beforeLate;
+    const bool lateLogged = lateDump.find("cuModuleGetFunction") != std::string::npos;
+    std::printf("cuModuleGetFunction(\"afterTheCallback\") after cuLogsUnregisterCallback: %s\n",
+                course::driverErrorName(lateResult));
+    std::printf("its lines in the callback: %zu; in a dump: %s\n", lateLines, lateLogged ? "yes" : "no");
+    verdict.check("after cuLogsUnregisterCallback a failed call is logged but reaches no callback",
+                  lateResult != CUDA_SUCCESS && lateLogged && lateLines == 0);
     CHECK_DRIVER(cuMemFree(words));
     CHECK_DRIVER(cuModuleUnload(module));
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
