@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -84,9 +85,21 @@ int openLockFile(const char* name) {
     return open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 }
 
-void lockFile(int fd, int operation) {
-    while (flock(fd, operation) != 0 && errno == EINTR) {
+// Waits for the lock, at most 10 minutes: past that a circle of waits is more likely than a run
+// that long, and the suite says so and goes on without the lock rather than hang.
+bool lockFile(int fd, int operation) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+    while (flock(fd, operation | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK && errno != EINTR) return false;
+        if (std::chrono::steady_clock::now() > deadline) {
+            const char warning[] = "harness: no lock on the machine after 10 minutes; going on without it\n";
+            const ssize_t ignored = write(STDERR_FILENO, warning, sizeof(warning) - 1);
+            (void)ignored;
+            return false;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    return true;
 }
 
 // Whether this thread's runs are under a MachineToMyself already (set for the threads runAll
@@ -101,10 +114,11 @@ int takeMachine(bool exclusive) {
         if (machine >= 0) close(machine);
         return -1;  // without the lock files the runs still run, only not kept apart
     }
-    lockFile(turnstile, LOCK_EX);
-    lockFile(machine, exclusive ? LOCK_EX : LOCK_SH);
+    const bool held = lockFile(turnstile, LOCK_EX) && lockFile(machine, exclusive ? LOCK_EX : LOCK_SH);
     close(turnstile);
-    return machine;
+    if (held) return machine;
+    close(machine);
+    return -1;
 }
 
 // The driver, opened once per test process with dlopen (so the suite starts without one).
@@ -115,24 +129,52 @@ const course::DynamicDriver& loadedDriver() {
 
 // A test that uses the driver in-process (harness::driver()) holds the machine shared from its
 // first use to the end of the test case, so that what it does on the GPU never runs beside a
-// program that must run alone; a test that only runs programs holds nothing of its own. It lets go while this process waits for an exclusive hold of its own, and while it waits
-// for another process (the shared runs, the outside builds): holding it then could close a circle.
+// program that must run alone; a test that only runs programs holds nothing of its own.
+// While a test holds it, the shared runs it starts (itself or through runAll's threads) take no
+// lock of their own: they count as held by the test. A holder must never wait for the turnstile,
+// which an exclusive waiter of another process may hold while it waits for that very holder.
+// So the hold is let go (once its runs have ended) before this process waits for an exclusive
+// lock, and while it waits for another process (the shared runs, the outside builds).
 std::mutex testHoldMutex;
-int testHold = -1;         // the shared hold's descriptor, or -1
-bool testHoldWanted = false;  // a GPU test is running
-int testHoldPaused = 0;    // how many waits have let go of it
+std::condition_variable testHoldIdle;
+int testHold = -1;             // the shared hold's descriptor, or -1
+bool testHoldWanted = false;   // a test that asked for the driver is running
+int testHoldPaused = 0;        // how many waits have let go of it
+int runsUnderTestHold = 0;     // shared runs in flight that count as held by the test
+thread_local bool partOfTest = false;  // the test's thread, or a runAll thread working for it
+constexpr int kUnderTestHold = -2;
 
 void pauseTestHold() {
-    const std::lock_guard<std::mutex> lock(testHoldMutex);
-    if (testHoldPaused++ == 0 && testHold >= 0) {
+    std::unique_lock<std::mutex> lock(testHoldMutex);
+    ++testHoldPaused;  // from here on, shared runs take locks of their own
+    testHoldIdle.wait(lock, [] { return runsUnderTestHold == 0; });
+    if (testHold >= 0) {
         close(testHold);
         testHold = -1;
     }
 }
 
-void resumeTestHold() {
+// Takes the test's hold again if it is wanted and nothing holds it paused. The wait for the lock
+// happens outside the mutex, holding nothing.
+void retakeTestHold() {
+    {
+        const std::lock_guard<std::mutex> lock(testHoldMutex);
+        if (testHoldPaused != 0 || !testHoldWanted || testHold >= 0) return;
+    }
+    const int taken = takeMachine(false);
     const std::lock_guard<std::mutex> lock(testHoldMutex);
-    if (--testHoldPaused == 0 && testHoldWanted && testHold < 0) testHold = takeMachine(false);
+    if (testHoldPaused == 0 && testHoldWanted && testHold < 0)
+        testHold = taken;
+    else if (taken >= 0)
+        close(taken);
+}
+
+void resumeTestHold() {
+    {
+        const std::lock_guard<std::mutex> lock(testHoldMutex);
+        --testHoldPaused;
+    }
+    retakeTestHold();
 }
 
 struct TestHoldPaused {
@@ -144,26 +186,44 @@ struct TestHoldPaused {
 
 int lockMachine(bool exclusive) {
     if (machineIsMine) return -1;
-    if (!exclusive) return takeMachine(false);
+    if (!exclusive) {
+        if (partOfTest) {
+            const std::lock_guard<std::mutex> lock(testHoldMutex);
+            if (testHold >= 0 && testHoldPaused == 0) {
+                ++runsUnderTestHold;
+                return kUnderTestHold;
+            }
+        }
+        return takeMachine(false);
+    }
     pauseTestHold();
     return takeMachine(true);
 }
 
 void unlockMachine(int machine, bool exclusive) {
     if (machineIsMine) return;
+    if (machine == kUnderTestHold) {
+        const std::lock_guard<std::mutex> lock(testHoldMutex);
+        if (--runsUnderTestHold == 0) testHoldIdle.notify_all();
+        return;
+    }
     if (machine >= 0) close(machine);  // closing the only descriptor of the open file drops its lock
     if (exclusive) resumeTestHold();
 }
 
 void holdMachineForTest() {
-    const std::lock_guard<std::mutex> lock(testHoldMutex);
-    testHoldWanted = true;
-    if (testHold < 0 && testHoldPaused == 0) testHold = takeMachine(false);
+    partOfTest = true;
+    {
+        const std::lock_guard<std::mutex> lock(testHoldMutex);
+        testHoldWanted = true;
+    }
+    retakeTestHold();
 }
 
 void releaseTestHold() {
-    const std::lock_guard<std::mutex> lock(testHoldMutex);
+    std::unique_lock<std::mutex> lock(testHoldMutex);
     testHoldWanted = false;
+    testHoldIdle.wait(lock, [] { return runsUnderTestHold == 0; });
     if (testHold >= 0) close(testHold);
     testHold = -1;
 }
@@ -339,8 +399,10 @@ std::vector<RunResult> runAll(const std::vector<Job>& jobs, unsigned parallel) {
     std::vector<RunResult> results(jobs.size());
     std::atomic<size_t> next{0};
     const bool mine = machineIsMine;  // the workers run on behalf of this thread
+    const bool forTest = partOfTest;
     auto worker = [&] {
         machineIsMine = mine;
+        partOfTest = forTest;
         for (size_t i = next++; i < jobs.size(); i = next++) results[i] = runQuietly(jobs[i].program, jobs[i].options);
     };
     std::vector<std::thread> threads;
