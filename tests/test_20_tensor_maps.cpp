@@ -297,7 +297,7 @@ struct Encoding {
 // Each case breaks one rule that cuda.h lists for the call; cuda.h does not say which code each
 // broken rule returns, or that the call checks them all: that these are refused, with
 // CUDA_ERROR_INVALID_VALUE, is what this test asks of the driver it runs on.
-TEST_CASE("cuTensorMapEncodeTiled refuses each of the 14 broken rules this test tries with CUDA_ERROR_INVALID_VALUE",
+TEST_CASE("cuTensorMapEncodeTiled refuses each of the 13 broken rules this test tries with CUDA_ERROR_INVALID_VALUE",
           "[gpu][lesson20]") {
     requireGpu();
     requireTensorMaps();
@@ -334,9 +334,10 @@ TEST_CASE("cuTensorMapEncodeTiled refuses each of the 14 broken rules this test 
     e.elementStrides[1] = 9;  // 1 to 8
     CHECK(e.encode(encodeTiled) == CUDA_ERROR_INVALID_VALUE);
     e = valid;
-    e.mapOffset = 16;  // "tensorMap address must be aligned to 64 bytes"
-    CHECK(e.encode(encodeTiled) == CUDA_ERROR_INVALID_VALUE);
-    e.mapOffset = 64;  // ... and 64 is enough
+    // cuda.h: "tensorMap address must be aligned to 64 bytes". Not a rule the driver was seen to
+    // check: on the H100 (driver 580) a map 16 bytes past a 64-byte boundary encoded with
+    // CUDA_SUCCESS, so the alignment is the caller's to keep (alignas(128) on CUtensorMap does it).
+    e.mapOffset = 64;  // a 64-byte aligned map other than the first one encodes
     CHECK(e.encode(encodeTiled) == CUDA_SUCCESS);
     for (const cuuint32_t rank : {0u, 6u}) {  // non-zero and at most 5
         INFO("tensorRank " << rank);
