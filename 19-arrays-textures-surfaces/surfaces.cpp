@@ -102,11 +102,11 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuLaunchKernel(writeThroughSurface, gridX, gridY, 1, 16, 16, 1, 0, nullptr, writeParams, nullptr));
     // A surface x that is not a whole element's byte offset is a fault inside the kernel, reported
     // by the next call that waits for it (on the H100, CUDA_ERROR_MISALIGNED_ADDRESS). Such an error
-    // leaves the context unusable (cuda.h), so the program stops there with its verdict.
+    // "leaves the process in an inconsistent state" (cuda.h), so the program stops with its verdict.
     const CUresult writeResult = cuCtxSynchronize();
     std::printf("surface-writing kernel: %s\n", course::driverErrorName(writeResult));
     if (!verdict.check("the surface-writing kernel ends without an error", writeResult == CUDA_SUCCESS))
-        return verdict.finish();  // the process ends here; its context goes with it
+        return verdict.finish();  // the process ends here, and its context with it
     std::vector<float> written(zeros.size(), 0.0f);
     CUDA_MEMCPY2D out{};  // array -> host, after the kernel (cuMemcpy2D waits for the null stream's work)
     out.srcMemoryType = CU_MEMORYTYPE_ARRAY;
