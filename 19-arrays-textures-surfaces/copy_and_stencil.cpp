@@ -71,19 +71,25 @@ void copyByRows(const Pitched& src, const Pitched& dst, const Rect& r) {
                                   r.width * sizeof(float)));
 }
 
-std::vector<float> download(const Pitched& image) {
-    std::vector<float> host(image.width * image.height);
+// The first `rows` rows of the allocation, `rowBytes` of each, one host row per row.
+std::vector<float> rowsToHost(const Pitched& image, size_t rowBytes, size_t rows) {
+    std::vector<float> host(rowBytes / sizeof(float) * rows);
     CUDA_MEMCPY2D copy{};
     copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
     copy.srcDevice = image.memory;
     copy.srcPitch = image.pitch;
     copy.dstMemoryType = CU_MEMORYTYPE_HOST;
     copy.dstHost = host.data();
-    copy.dstPitch = image.width * sizeof(float);
-    copy.WidthInBytes = image.width * sizeof(float);
-    copy.Height = image.height;
+    copy.dstPitch = rowBytes;
+    copy.WidthInBytes = rowBytes;
+    copy.Height = rows;
     CHECK_DRIVER(cuMemcpy2D(&copy));
     return host;
+}
+
+// The image alone, its rows packed.
+std::vector<float> download(const Pitched& image) {
+    return rowsToHost(image, image.width * sizeof(float), image.height);
 }
 
 // The destination after a rectangle copy onto a cleared image: the source's texels inside the
@@ -103,19 +109,7 @@ size_t wrongAfterCopy(const std::vector<float>& src, const std::vector<float>& d
 
 // The whole allocation, padding and guard rows included, one row of pitch bytes per host row.
 std::vector<float> downloadAll(const Pitched& image) {
-    const size_t rows = image.height + kGuardRows;
-    std::vector<float> host(image.pitch / sizeof(float) * rows);
-    CUDA_MEMCPY2D copy{};
-    copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    copy.srcDevice = image.memory;
-    copy.srcPitch = image.pitch;
-    copy.dstMemoryType = CU_MEMORYTYPE_HOST;
-    copy.dstHost = host.data();
-    copy.dstPitch = image.pitch;
-    copy.WidthInBytes = image.pitch;
-    copy.Height = rows;
-    CHECK_DRIVER(cuMemcpy2D(&copy));
-    return host;
+    return rowsToHost(image, image.pitch, image.height + kGuardRows);
 }
 
 // Sets every word of the allocation, padding and guard rows included, to kCleared.
