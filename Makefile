@@ -285,7 +285,7 @@ compdb: ## Write compile_commands.json for editors (needs bear)
 
 help: ## List the targets
 	@echo "Targets:"
-	@grep -hE '^[a-z][a-zA-Z_-]*:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([^:]+):.*## (.*)/  \1|\2/' | \
+	@grep -hE '^[a-z][a-zA-Z_-]*:.*## ' $(filter-out %.d,$(MAKEFILE_LIST)) | sed -E 's/^([^:]+):.*## (.*)/  \1|\2/' | \
 	  awk -F'|' '{ printf "%-12s %s\n", $$1, $$2 }'
 	@echo "  run-NN       Build and run one lesson: $(foreach l,$(LESSONS),run-$(word 1,$(subst -, ,$(l))))"
 	@echo "  build-NN     Build one lesson"
@@ -295,4 +295,5 @@ help: ## List the targets
 clean: ## Remove build/
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)
+# Dependency files of this build only: the mutants' builds under $(BUILD)/mutants keep their own.
+-include $(shell find $(BUILD) -path $(BUILD)/mutants -prune -o -name '*.d' -type f -print 2>/dev/null)
