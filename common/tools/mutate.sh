@@ -28,6 +28,8 @@ set -uo pipefail
 
 root=$(pwd)
 build=$(realpath -m "${BUILD:-build}")
+build_as_given=${BUILD:-build}  # as the .d files of the course's build spell it
+build_as_given=${build_as_given%/}
 work="$build/mutants"
 jobs=${MUTATE_JOBS:-$(nproc)}
 make_cmd=${MAKE:-make}
@@ -75,9 +77,13 @@ prepare() {
     # touched is rebuilt.
     [ -d "$build/$lesson" ] && cp -a "$build/$lesson" "$dir/build/"
     [ -d "$build/setup" ] && cp -a "$build/setup" "$dir/build/"
-    # Host objects are compiled again: their dependency files name the course's build folder,
-    # so a patched header would not be noticed. The modules (kernels), the slow part, stay.
-    find "$dir/build/$lesson" \( -name '*.o' -o -name '*.o.d' -o -name '*.d' \) -delete 2>/dev/null
+    # The dependency files name the course's build folder: point them at this one, so that make
+    # rebuilds exactly what the patched file feeds (a patched header included by three programs
+    # rebuilds those three) and nothing else.
+    local dep
+    while IFS= read -r -d '' dep; do
+        sed -i -E "s#(^|[[:space:]])($build_as_given|$build)/#\1$dir/build/#g" "$dep"
+    done < <(find "$dir/build/$lesson" -name '*.d' -print0 2>/dev/null)
     if (cd "$dir/src" && $make_cmd --no-print-directory BUILD="$dir/build" "build-${lesson%%-*}") >"$dir/build.log" 2>&1 &&
         [ -x "$dir/build/$lesson/$program" ]; then
         echo "built" >"$dir/state"
