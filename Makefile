@@ -279,6 +279,10 @@ mutate: $(LESSON_ALL) $(BUILD)/tools/driver-probe ## Break each lesson on purpos
 check-headers: $(HEADER_CHECKS) ## Compile every host .cpp against CUDA_INCLUDE=<other toolkit>/include (syntax only, -Werror)
 	@echo "check-headers: $(words $(HEADER_CHECKS)) files compile against $(CUDA_INCLUDE) ($$(grep -m1 '^#define CUDA_VERSION' $(CUDA_INCLUDE)/cuda.h))"
 
+.PHONY: coverage
+coverage: ## Count the cuda.h functions the lessons call and check: print the table, rewrite COVERAGE.md and .zh-CN
+	$(Q)python3 common/tools/coverage.py --header $(CUDA_PATH)/include/cuda.h --write
+
 compdb: ## Write compile_commands.json for editors (needs bear)
 	@command -v bear >/dev/null 2>&1 || { echo "compdb needs bear (apt-get install bear)" >&2; exit 1; }
 	bear -- $(MAKE) -B all

@@ -1,0 +1,244 @@
+// The Driver API coverage table (COVERAGE.md, COVERAGE.zh-CN.md): common/tools/coverage.py makes it
+// from cuda.h, the lessons' sources and common/coverage-notes.txt (`make coverage`). These CPU tests
+// run the tool's --check mode (the committed table is what it generates now), prove that the check
+// notices a lesson that stops calling a function the table lists, and check the hand-kept notes.
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/harness.h"
+
+using namespace harness;
+
+namespace {
+
+const std::string kTool = "common/tools/coverage.py";
+// The tool's exit codes: 1 the table is stale, 77 not compared (another CUDA_VERSION).
+constexpr int kStale = 1;
+constexpr int kNotCompared = 77;
+
+// The cuda.h the tool counts by default, as the Makefile's CUDA_PATH names it.
+std::string cudaHeader() {
+    const char* cuda = std::getenv("CUDA_PATH");
+    return std::string(cuda != nullptr && *cuda != '\0' ? cuda : "/usr/local/cuda") + "/include/cuda.h";
+}
+
+RunResult runTool(std::vector<std::string> args) {
+    RunOptions options;
+    options.args = {repoRoot() + "/" + kTool, "--header", cudaHeader()};
+    options.args.insert(options.args.end(), args.begin(), args.end());
+    options.timeoutSeconds = 60;
+    const RunResult r = run("python3", options);
+    attachToReport(r);
+    return r;
+}
+
+std::string trim(const std::string& text) {
+    const auto first = text.find_first_not_of(" \t");
+    if (first == std::string::npos) return "";
+    return text.substr(first, text.find_last_not_of(" \t") - first + 1);
+}
+
+std::vector<std::string> split(const std::string& text, char separator) {
+    std::vector<std::string> fields;
+    std::stringstream stream(text);
+    std::string field;
+    while (std::getline(stream, field, separator)) fields.push_back(trim(field));
+    return fields;
+}
+
+// Every name cuda.h declares as `CUresult CUDAAPI name(` (on one line or two), folded the tool's
+// way: without _ptsz/_ptds and _vN.
+std::set<std::string> declaredFunctions(const std::string& header) {
+    std::set<std::string> names;
+    for (size_t at = header.find("CUDAAPI"); at != std::string::npos; at = header.find("CUDAAPI", at + 7)) {
+        size_t begin = at + 7;
+        while (begin < header.size() && std::isspace(static_cast<unsigned char>(header[begin]))) ++begin;
+        size_t end = begin;
+        while (end < header.size() && (std::isalnum(static_cast<unsigned char>(header[end])) || header[end] == '_'))
+            ++end;
+        std::string name = header.substr(begin, end - begin);
+        if (name.rfind("cu", 0) != 0) continue;
+        for (const char* perThread : {"_ptsz", "_ptds"})
+            if (name.size() > 5 && name.compare(name.size() - 5, 5, perThread) == 0) name.resize(name.size() - 5);
+        const size_t version = name.rfind("_v");
+        if (version != std::string::npos && version + 2 < name.size() &&
+            name.find_first_not_of("0123456789", version + 2) == std::string::npos)
+            name.resize(version);
+        names.insert(name);
+    }
+    return names;
+}
+
+// The number after the first `marker` in the text ("13000"), or "" when there is none.
+std::string cudaVersionIn(const std::string& text, const std::string& marker) {
+    const size_t at = text.find(marker);
+    if (at == std::string::npos) return "";
+    const size_t begin = at + marker.size();
+    return text.substr(begin, text.find_first_not_of("0123456789", begin) - begin);
+}
+
+// Empty when the installed cuda.h has the CUDA_VERSION that COVERAGE.md was made from (what the
+// notes are kept for); otherwise why a test that relies on that cannot run here.
+std::string otherCudaVersion() {
+    const std::string header = cudaVersionIn(readText(cudaHeader()), "#define CUDA_VERSION ");
+    const std::string table = cudaVersionIn(readText(repoRoot() + "/COVERAGE.md"), "CUDA_VERSION ");
+    if (header == table) return "";
+    return "COVERAGE.md and the notes are kept for CUDA_VERSION " + table + "; " + cudaHeader() + " has " +
+           (header.empty() ? std::string("none") : header);
+}
+
+// A copy of the course for the tool's --root: every lesson's sources, common/'s headers and notes.
+std::string courseCopy() {
+    namespace fs = std::filesystem;
+    const std::string copy = scratchDir() + "/coverage-fixture";
+    fs::remove_all(copy);
+    const std::set<std::string> sources = {".cpp", ".h", ".hpp", ".cu", ".cuh"};
+    for (const auto& lesson : lessonFolders()) {
+        for (const auto& entry : fs::recursive_directory_iterator(repoRoot() + "/" + lesson)) {
+            if (!entry.is_regular_file() || sources.count(entry.path().extension().string()) == 0) continue;
+            const std::string relative = fs::relative(entry.path(), repoRoot()).string();
+            fs::create_directories(fs::path(copy + "/" + relative).parent_path());
+            REQUIRE(copyFile(entry.path().string(), copy + "/" + relative));
+        }
+    }
+    fs::create_directories(copy + "/common");
+    for (const auto& entry : fs::directory_iterator(repoRoot() + "/common"))
+        if (entry.is_regular_file())
+            REQUIRE(copyFile(entry.path().string(), copy + "/common/" + entry.path().filename().string()));
+    return copy;
+}
+
+}  // namespace
+
+TEST_CASE("COVERAGE.md and COVERAGE.zh-CN.md are what make coverage generates now", "[cpu][coverage]") {
+    const RunResult r = runTool({"--check", "--quiet"});
+    if (r.exitCode == kNotCompared) SKIP("coverage table not compared: " + trim(r.out + r.err));
+    INFO(r.out << r.err);
+    CHECK(r.exitCode == 0);
+    CHECK(contains(r.out, "are up to date"));
+}
+
+TEST_CASE("The coverage check names a lesson that stops calling a function the table lists", "[cpu][coverage]") {
+    namespace fs = std::filesystem;
+    // The notes are kept for the cuda.h the table was made from: with another, they need not apply.
+    if (const std::string why = otherCudaVersion(); !why.empty()) SKIP(why);
+    const std::string copy = courseCopy();
+    // The table of the copy as it is, and the check of the unchanged copy against it.
+    REQUIRE(runTool({"--root", copy, "--write", "--quiet"}).exitCode == 0);
+    REQUIRE(runTool({"--root", copy, "--check", "--quiet"}).exitCode == 0);
+    const std::string lesson = lessonFolders().front();  // 01: cuInit is the first call of the course
+    const std::string table = readText(copy + "/COVERAGE.md");
+    const auto row = table.find("`cuInit`");
+    REQUIRE(row != std::string::npos);
+    REQUIRE(table.substr(row, table.find('\n', row) - row).find("](" + lesson + "/)") != std::string::npos);
+
+    // The lesson stops calling cuInit: every `cuInit(` of its sources becomes `notCuInit(`.
+    int edited = 0;
+    for (const auto& entry : fs::recursive_directory_iterator(copy + "/" + lesson)) {
+        if (!entry.is_regular_file()) continue;
+        std::string text = readText(entry.path().string());
+        size_t changes = 0;
+        for (size_t at = text.find("cuInit("); at != std::string::npos; at = text.find("cuInit(", at + 9)) {
+            text.replace(at, 6, "notCuInit");
+            ++changes;
+        }
+        if (changes == 0) continue;
+        REQUIRE(writeFile(entry.path().string(), text));
+        ++edited;
+    }
+    REQUIRE(edited > 0);
+    const RunResult r = runTool({"--root", copy, "--check", "--quiet"});
+    CHECK(r.exitCode == kStale);
+    CHECK(contains(r.err,
+                   "cuInit: COVERAGE.md lists " + lesson + " as calling it, but " + lesson + " no longer calls it"));
+    CHECK(contains(r.err, "run make coverage"));
+}
+
+TEST_CASE("The coverage table gives every exclusion its reason", "[cpu][coverage]") {
+    const std::string committed = readText(repoRoot() + "/COVERAGE.md");
+    REQUIRE_FALSE(committed.empty());
+    // What the tool prints is compared where the installed cuda.h is the table's (an older one may
+    // lack the multicast functions); the committed table everywhere.
+    const bool sameHeader = otherCudaVersion().empty();
+    const RunResult r = runTool({});
+    REQUIRE(r.exitCode == 0);
+    REQUIRE(contains(r.out, "coverage: "));
+    struct Exclusion {
+        const char* function;
+        const char* because;
+    };
+    for (const Exclusion& e :
+         {Exclusion{"cuMulticastCreate", "shared machine"}, Exclusion{"cuMulticastBindMem", "shared machine"},
+          Exclusion{"cuDeviceGetNvSciSyncAttributes", "Tegra NvSci"}, Exclusion{"cuDeviceGetLuid", "Windows"},
+          Exclusion{"cuGetExportTable", "undocumented"}}) {
+        INFO(e.function);
+        bool printed = false;
+        for (const auto& line : lines(r.out))
+            if (contains(line, std::string(" ") + e.function + " ") && contains(line, "excluded") &&
+                contains(line, e.because))
+                printed = true;
+        if (sameHeader) CHECK(printed);
+        bool inTable = false;
+        for (const auto& line : lines(committed))
+            if (contains(line, std::string("`") + e.function + "`") && contains(line, "| excluded |") &&
+                contains(line, e.because))
+                inTable = true;
+        CHECK(inTable);
+    }
+}
+
+TEST_CASE("The coverage notes name only functions of cuda.h and lessons that exist", "[cpu][coverage]") {
+    const std::string header = readText(cudaHeader());
+    if (header.empty()) SKIP("no cuda.h at " + cudaHeader() + " (set CUDA_PATH)");
+    // The notes are kept for the cuda.h the table was made from; another toolkit may lack a function.
+    if (const std::string why = otherCudaVersion(); !why.empty()) SKIP(why);
+    const std::set<std::string> declared = declaredFunctions(header);
+    REQUIRE(declared.count("cuInit") == 1);
+    REQUIRE(declared.count("cuLinkCreate") == 1);  // declared over two lines
+    const auto folders = lessonFolders();
+    const std::string notes = readText(repoRoot() + "/common/coverage-notes.txt");
+    REQUIRE_FALSE(notes.empty());
+    int entries = 0;
+    std::set<std::string> excluded;
+    for (const auto& line : lines(notes)) {
+        if (trim(line).empty() || trim(line)[0] == '#') continue;
+        INFO("common/coverage-notes.txt: " << line);
+        const auto fields = split(line, '|');
+        REQUIRE((fields.size() == 4 || fields.size() == 5));
+        const std::string& kind = fields[0];
+        const std::string& function = fields[1];
+        CHECK((kind == "exclude" || kind == "shown" || kind == "pointer" || kind == "planned"));
+        CHECK_FALSE(fields[3].empty());  // every entry says why
+        if (!function.empty() && function.back() == '*') {
+            const std::string prefix = function.substr(0, function.size() - 1);
+            const auto match = declared.lower_bound(prefix);
+            CHECK((match != declared.end() && match->rfind(prefix, 0) == 0));
+        } else {
+            CHECK(declared.count(function) == 1);
+        }
+        if (kind == "exclude") excluded.insert(function);
+        // The lessons of a note: "-", "*" (every lesson that calls it), or numbers NN of lessons that
+        // exist. A planned entry may name a lesson still to be written.
+        if (kind != "planned") {
+            for (const auto& number : split(fields[2], ' ')) {
+                if (number.empty() || number == "-" || number == "*") continue;
+                INFO("lesson " << number);
+                CHECK(std::any_of(folders.begin(), folders.end(),
+                                  [&](const std::string& f) { return f.rfind(number + "-", 0) == 0; }));
+            }
+        }
+        ++entries;
+    }
+    CHECK(entries > 0);
+    for (const char* required :
+         {"cuMulticast*", "cuDeviceGetNvSciSyncAttributes", "cuDeviceGetLuid", "cuGetExportTable"})
+        CHECK(excluded.count(required) == 1);
+}
