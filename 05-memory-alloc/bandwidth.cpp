@@ -45,8 +45,9 @@ struct Rate {
     double gigabytesPerSecond, withResolution;
 };
 
-// Bandwidth in GB/s (1e9 bytes per second) of `bytes`-sized copies: one warm-up copy,
-// then `trials` batches of `copiesPerTrial` back-to-back copies on one stream, each
+// Bandwidth in GB/s (1e9 bytes per second) of `bytes`-sized copies: one batch of warm-up
+// copies (a pageable copy's first batch at a size can run much slower than the next: on an H100
+// one pageable upload measured 8 GB/s, the same copy right after it 14 GB/s), then `trials` batches of `copiesPerTrial` back-to-back copies on one stream, each
 // batch between two events. Returns the median batch. The interval is the time between
 // the stream reaching `start` and reaching `stop`, so it counts whatever held the stream
 // in between as well as the DMA: the host still submitting the next copy (a large share
@@ -61,7 +62,7 @@ Rate measureBandwidth(bool upload, void* host, CUdeviceptr device, size_t bytes,
         else
             CHECK_DRIVER(cuMemcpyDtoHAsync(host, device, bytes, stream));
     };
-    copy();
+    for (int i = 0; i < copiesPerTrial; ++i) copy();
     std::vector<double> intervals;  // milliseconds
     for (int trial = 0; trial < trials; ++trial) {
         CHECK_DRIVER(cuEventRecord(start, stream));
@@ -211,7 +212,7 @@ int main(int argc, char** argv) {
                                                                   size_t{64} << 20, size_t{256} << 20}
                                             : std::vector<size_t>{size_t{64} << 10, size_t{1} << 20, size_t{16} << 20};
     const int copiesPerTrial = bench ? 4 : 2;
-    const int trials = bench ? 5 : 3;
+    const int trials = bench ? 7 : 5;
     const size_t largest = sizes.back();
     CUdeviceptr deviceBuffer = 0;
     CHECK_DRIVER(cuMemAlloc(&deviceBuffer, largest));
@@ -223,9 +224,9 @@ int main(int argc, char** argv) {
     // Zero-filled, so every page is touched now and no page fault lands inside a timing.
     std::vector<unsigned char> pageable(largest, 0);
     std::printf(
-        "method: 1 warm-up copy, then %d trials of %d back-to-back copies between two events on one stream; "
+        "method: %d warm-up copies, then %d trials of %d back-to-back copies between two events on one stream; "
         "median trial; GB/s = 1e9 bytes/s\n",
-        trials, copiesPerTrial);
+        copiesPerTrial, trials, copiesPerTrial);
     std::printf("| size | H2D pageable | H2D pinned | D2H pageable | D2H pinned |\n");
     std::printf("| --- | --- | --- | --- | --- |\n");
     double rates[4] = {};  // H2D pageable, H2D pinned, D2H pageable, D2H pinned; the largest size's stay
