@@ -119,6 +119,8 @@ run_mutant() {
         grep -qxF "check $check: FAIL" "$dir/run.log" || reasons+=("no 'check $check: FAIL'")
         echo "NOT CAUGHT ($(IFS=';'; echo "${reasons[*]}" | sed 's/;/; /g'))" >"$dir/status"
     fi
+    # One line as each mutant ends, so that a run cut short by a time limit still says what ran.
+    printf 'ran %s/%s: %s\n' "$lesson" "$(basename "$patch" .patch)" "$(cat "$dir/status")"
 }
 
 # Run them on the GPU: mutants of programs that may run beside others (the lesson's
