@@ -10,6 +10,8 @@
 
 #include <cuda.h>
 
+#include <cstddef>
+
 // CUDA 12.0 added a status out-parameter to cuGetProcAddress. On older toolkits
 // the type does not exist, so the shim declares the same three values.
 #if CUDA_VERSION < 12000
@@ -119,5 +121,134 @@ inline CUresult graphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphExecUpda
     return cuGraphExecUpdate(exec, graph, errorNode, result);
 #endif
 }
+
+// Graph calls whose signature changed in CUDA 13.0 (lesson 23).
+//
+// 12.4's cuda.h has "edge data" (CUgraphEdgeData: ports and a dependency type on each edge) and
+// entry points that carry it (cuGraphAddNode_v2, cuGraphGetEdges_v2, ...), but keeps the plain
+// names on the functions without it. 13.0's cuda.h maps the plain names to the _v2 (and _v3)
+// functions (cuda.h:165-181), so the same source line needs an extra argument there. The
+// wrappers switch at 13.0 (the 12.x headers after 12.4 are not checked here). Every edge in the
+// lesson is a plain one (default, zeroed edge data), which cuda.h lets a caller express with a
+// NULL edge-data pointer (cuda.h:21461, 20147, 20186, 20265, 20291).
+#if CUDA_VERSION >= 12040
+// cuGraphAddNode: 13.0 adds `dependencyData` before `numDependencies`.
+inline CUresult graphAddNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* dependencies, size_t count,
+                             CUgraphNodeParams* params) {
+#if CUDA_VERSION >= 13000
+    return cuGraphAddNode(node, graph, dependencies, nullptr, count, params);
+#else
+    return cuGraphAddNode(node, graph, dependencies, count, params);
+#endif
+}
+
+// cuGraphGetEdges: 13.0 adds `edgeData` after `to`. NULL asks for edges that all have default
+// data; cuda.h: otherwise the query is lossy and fails with CUDA_ERROR_LOSSY_QUERY.
+inline CUresult graphGetEdges(CUgraph graph, CUgraphNode* from, CUgraphNode* to, size_t* count) {
+#if CUDA_VERSION >= 13000
+    return cuGraphGetEdges(graph, from, to, nullptr, count);
+#else
+    return cuGraphGetEdges(graph, from, to, count);
+#endif
+}
+
+// cuGraphNodeGetDependencies / cuGraphNodeGetDependentNodes: 13.0 adds `edgeData`.
+inline CUresult nodeGetDependencies(CUgraphNode node, CUgraphNode* dependencies, size_t* count) {
+#if CUDA_VERSION >= 13000
+    return cuGraphNodeGetDependencies(node, dependencies, nullptr, count);
+#else
+    return cuGraphNodeGetDependencies(node, dependencies, count);
+#endif
+}
+
+inline CUresult nodeGetDependentNodes(CUgraphNode node, CUgraphNode* dependents, size_t* count) {
+#if CUDA_VERSION >= 13000
+    return cuGraphNodeGetDependentNodes(node, dependents, nullptr, count);
+#else
+    return cuGraphNodeGetDependentNodes(node, dependents, count);
+#endif
+}
+
+// cuGraphAddDependencies / cuGraphRemoveDependencies: 13.0 adds `edgeData` before the count.
+inline CUresult graphAddDependencies(CUgraph graph, const CUgraphNode* from, const CUgraphNode* to, size_t count) {
+#if CUDA_VERSION >= 13000
+    return cuGraphAddDependencies(graph, from, to, nullptr, count);
+#else
+    return cuGraphAddDependencies(graph, from, to, count);
+#endif
+}
+
+inline CUresult graphRemoveDependencies(CUgraph graph, const CUgraphNode* from, const CUgraphNode* to, size_t count) {
+#if CUDA_VERSION >= 13000
+    return cuGraphRemoveDependencies(graph, from, to, nullptr, count);
+#else
+    return cuGraphRemoveDependencies(graph, from, to, count);
+#endif
+}
+
+// cuStreamGetCaptureInfo: 12.4's plain name is the _v2 form (six arguments); 13.0's is _v3,
+// with `edgeData_out` before the count.
+inline CUresult streamGetCaptureInfo(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
+                                     const CUgraphNode** dependencies, size_t* count) {
+#if CUDA_VERSION >= 13000
+    return cuStreamGetCaptureInfo(stream, status, id, graph, dependencies, nullptr, count);
+#else
+    return cuStreamGetCaptureInfo(stream, status, id, graph, dependencies, count);
+#endif
+}
+
+// cuStreamUpdateCaptureDependencies: 13.0 adds `dependencyData` before the count.
+inline CUresult streamUpdateCaptureDependencies(CUstream stream, CUgraphNode* dependencies, size_t count,
+                                                unsigned int flags) {
+#if CUDA_VERSION >= 13000
+    return cuStreamUpdateCaptureDependencies(stream, dependencies, nullptr, count, flags);
+#else
+    return cuStreamUpdateCaptureDependencies(stream, dependencies, count, flags);
+#endif
+}
+#endif  // CUDA_VERSION >= 12040
+
+// The stream memory operations under one spelling for every toolkit (lesson 24).
+//
+// CUDA 11.7 added a second version of the stream memory operations, cuStreamWaitValue32_v2,
+// cuStreamWriteValue32_v2, cuStreamWaitValue64_v2, cuStreamWriteValue64_v2 and
+// cuStreamBatchMemOp_v2, with their own support attribute,
+// CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V2 (11.8's cuda.h). Since the 12.x headers
+// the plain names are #defined to the _v2 functions (cuda.h:174-178 in 13.0) and the plain
+// attribute name is the v2 one (= 122); the old attribute is ..._V1, "Deprecated, along with v1
+// MemOps API" (cuda.h:821). So one line means the v1 call with 11.x headers and the v2 call with
+// 12.x headers. This lesson uses v2 everywhere: through the plain names from 12.0, through the
+// _v2 names with 11.7 and 11.8 headers, and not at all before 11.7 (the programs SKIP).
+constexpr int kMemOpsV2Version = 11070;
+
+#if CUDA_VERSION >= 12000
+constexpr CUdevice_attribute kCanUse64BitMemOps = CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS;
+inline CUresult streamWaitValue64(CUstream s, CUdeviceptr a, cuuint64_t v, unsigned int f) {
+    return cuStreamWaitValue64(s, a, v, f);
+}
+inline CUresult streamWriteValue64(CUstream s, CUdeviceptr a, cuuint64_t v, unsigned int f) {
+    return cuStreamWriteValue64(s, a, v, f);
+}
+inline CUresult streamWriteValue32(CUstream s, CUdeviceptr a, cuuint32_t v, unsigned int f) {
+    return cuStreamWriteValue32(s, a, v, f);
+}
+inline CUresult streamBatchMemOp(CUstream s, unsigned int count, CUstreamBatchMemOpParams* ops, unsigned int f) {
+    return cuStreamBatchMemOp(s, count, ops, f);
+}
+#elif CUDA_VERSION >= 11070
+constexpr CUdevice_attribute kCanUse64BitMemOps = CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V2;
+inline CUresult streamWaitValue64(CUstream s, CUdeviceptr a, cuuint64_t v, unsigned int f) {
+    return cuStreamWaitValue64_v2(s, a, v, f);
+}
+inline CUresult streamWriteValue64(CUstream s, CUdeviceptr a, cuuint64_t v, unsigned int f) {
+    return cuStreamWriteValue64_v2(s, a, v, f);
+}
+inline CUresult streamWriteValue32(CUstream s, CUdeviceptr a, cuuint32_t v, unsigned int f) {
+    return cuStreamWriteValue32_v2(s, a, v, f);
+}
+inline CUresult streamBatchMemOp(CUstream s, unsigned int count, CUstreamBatchMemOpParams* ops, unsigned int f) {
+    return cuStreamBatchMemOp_v2(s, count, ops, f);
+}
+#endif
 
 }  // namespace course

@@ -1,0 +1,28 @@
+// Device code of lesson 22's modules program. The Makefile builds it to
+// build/22-libraries-and-occupancy/kernels/module_kernels.{ptx,cubin,fatbin}; the program reads
+// the fatbin into memory and loads it with cuModuleLoadFatBinary.
+// Three kernels with C linkage and one without: cuFuncGetName returns the C++ one's name as
+// the compiler mangled it, and cuModuleGetFunction finds it only under that name.
+
+// x[i] = i.
+extern "C" __global__ void fillIndex(float* x, int n) {
+    const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n) x[i] = static_cast<float>(i);
+}
+
+// x[i] += 1.
+extern "C" __global__ void addOne(float* x, int n) {
+    const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n) x[i] += 1.0f;
+}
+
+// Does nothing; a module may hold kernels nobody launches.
+extern "C" __global__ void noop() {}
+
+// C++ linkage: the Itanium C++ ABI (what nvcc and g++ use on Linux) names scale(float*, float,
+// int) "_Z5scalePffi": _Z, the name's length and the name, then one code per parameter type
+// (Pf = pointer to float, f = float, i = int).
+__global__ void scale(float* x, float factor, int n) {
+    const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n) x[i] *= factor;
+}

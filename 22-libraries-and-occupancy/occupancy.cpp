@@ -1,0 +1,303 @@
+// Lesson 22, program 4 — occupancy: the driver's prediction against blocks counted on the GPU.
+//
+// cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags returns "the number of the maximum
+// active blocks per streaming multiprocessor" (cuda.h:21631). Here the kernels count themselves:
+// each block adds itself to a counter of the SM it runs on (%smid), stays 1 ms, and takes itself
+// off; the grid is far larger than the GPU holds, so the most blocks one SM held at once is the
+// measured occupancy. Limits by warps, blocks, registers and shared memory; the calls that
+// suggest a block size and a shared memory size; clusters (9.0); cache preferences.
+//
+//   occupancy               the steps, with their checks
+//   occupancy --device N    another GPU
+#include <cuda.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+#include "kernel_types.h"
+#include "lesson22.h"
+
+namespace {
+
+constexpr unsigned long long kHoldNs = 1000000;  // each block stays resident 1 ms
+constexpr size_t kSharedPerThread = 256;         // bytes of dynamic shared memory per thread, step 4
+
+// The dynamic shared memory function of step 4: cuOccupancyMaxPotentialBlockSizeWithFlags
+// calls it for each block size it considers (a CUoccupancyB2DSize, cuda.h:21695-21703).
+size_t sharedBytesFor(int blockSize) {
+    return static_cast<size_t>(blockSize) * kSharedPerThread;
+}
+
+// What every measurement needs: the SM count, the grid size, and the buffers the kernels take.
+struct Gpu {
+    int sms = 0;
+    unsigned int blocks = 0;  // 2 x SMs x the most blocks an SM can hold: far more than fit at once
+    CUdeviceptr counters = 0;
+    CUdeviceptr in = 0;
+    CUdeviceptr out = 0;
+};
+
+int predict(CUfunction function, int blockSize, size_t dynamicBytes) {
+    int blocks = 0;
+    CHECK_DRIVER(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, function, blockSize, dynamicBytes,
+                                                                      CU_OCCUPANCY_DEFAULT));
+    return blocks;
+}
+
+// Launches `function` (blocks of blockSize threads, dynamicBytes of dynamic shared memory each)
+// and returns the counters the blocks left (kernel_types.h). The copy waits for the kernel.
+std::vector<unsigned int> measure(const Gpu& gpu, CUfunction function, int blockSize, size_t dynamicBytes) {
+    CHECK_DRIVER(cuMemsetD32(gpu.counters, 0, lesson22::kCounterWords));
+    CUdeviceptr counters = gpu.counters;
+    CUdeviceptr in = gpu.in;
+    CUdeviceptr out = gpu.out;
+    unsigned long long hold = kHoldNs;
+    void* params[] = {&counters, &hold, &in, &out};
+    CHECK_DRIVER(cuLaunchKernel(function, gpu.blocks, 1, 1, static_cast<unsigned int>(blockSize), 1, 1,
+                                static_cast<unsigned int>(dynamicBytes), nullptr, params, nullptr));
+    std::vector<unsigned int> host(lesson22::kCounterWords);
+    CHECK_DRIVER(cuMemcpyDtoH(host.data(), gpu.counters, host.size() * sizeof(unsigned int)));
+    return host;
+}
+
+// The most blocks any SM held at once.
+unsigned int peakOf(const std::vector<unsigned int>& counters) {
+    return *std::max_element(counters.begin() + lesson22::kPeak,
+                             counters.begin() + lesson22::kPeak + lesson22::kMaxSmIds);
+}
+
+// How many SMs ran blocks, and how many of them held at least `blocks` at once.
+unsigned int smsHolding(const std::vector<unsigned int>& counters, unsigned int blocks) {
+    unsigned int count = 0;
+    for (unsigned int sm = 0; sm < lesson22::kMaxSmIds; ++sm) count += counters[lesson22::kPeak + sm] >= blocks ? 1 : 0;
+    return count;
+}
+
+// One configuration's line and check: the prediction against the measured peak.
+void report(course::Verdict& verdict, const std::string& name, int predicted,
+            const std::vector<unsigned int>& counters) {
+    const unsigned int peak = peakOf(counters);
+    std::printf("%s: predicted %d blocks per SM, measured %u (held on %u of %u SMs)\n", name.c_str(), predicted, peak,
+                smsHolding(counters, static_cast<unsigned int>(predicted)), smsHolding(counters, 1));
+    lesson22::checkMeasured(verdict, ("residency matches the prediction: " + name).c_str(),
+                            predicted > 0 && peak == static_cast<unsigned int>(predicted));
+}
+
+int attribute(CUdevice device, CUdevice_attribute which) {
+    int value = 0;
+    CHECK_DRIVER(cuDeviceGetAttribute(&value, which, device));
+    return value;
+}
+
+// Step 2, the context's preference: read, set to PREFER_SHARED, read, set back, read. A device
+// whose L1 and shared memory sizes are fixed reports CU_FUNC_CACHE_PREFER_NONE whatever was set
+// (cuda.h:6805-6806).
+void contextCachePreference(course::Verdict& verdict) {
+    CUfunc_cache initial = CU_FUNC_CACHE_PREFER_NONE;
+    CUfunc_cache afterSet = CU_FUNC_CACHE_PREFER_NONE;
+    CUfunc_cache restored = CU_FUNC_CACHE_PREFER_NONE;
+    CHECK_DRIVER(cuCtxGetCacheConfig(&initial));
+    CHECK_DRIVER(cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_SHARED));
+    CHECK_DRIVER(cuCtxGetCacheConfig(&afterSet));
+    CHECK_DRIVER(cuCtxSetCacheConfig(initial));
+    CHECK_DRIVER(cuCtxGetCacheConfig(&restored));
+    std::printf("context cache preference: %s; after cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_SHARED): %s\n",
+                lesson22::cacheConfigName(initial), lesson22::cacheConfigName(afterSet));
+    std::printf("L1 and shared memory share their hardware here: %s\n",
+                afterSet == CU_FUNC_CACHE_PREFER_SHARED ? "yes (the preference set was kept)"
+                                                        : "no (PREFER_NONE came back, as from fixed sizes)");
+    std::printf("context cache preference after setting the first one again: %s\n",
+                lesson22::cacheConfigName(restored));
+    verdict.check("the context's cache preference is back to what it was", restored == initial);
+}
+
+#if CUDA_VERSION >= 12000
+// Step 7: clusters of the largest size the driver suggests for 128-thread blocks, launched with
+// cuLaunchKernelEx; rank 0 of each cluster counts it in and out. cuda.h says the number of
+// clusters cuOccupancyMaxActiveClusters returns "is not guaranteed to be achievable"
+// (cuda.h:21863): the check is that it is never exceeded, that every cluster ran, and that at
+// least half of it was resident at once (a margin: an NVIDIA H200, driver 580, reached all 124),
+// so that clusters that ran one after another, not side by side, would show.
+void clusters(course::Verdict& verdict, const Gpu& gpu, CUfunction function) {
+    CUlaunchAttribute dimension{};
+    dimension.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    dimension.value.clusterDim.x = 1;
+    dimension.value.clusterDim.y = 1;
+    dimension.value.clusterDim.z = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = gpu.blocks;
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = 128;
+    config.blockDimY = config.blockDimZ = 1;
+    config.attrs = &dimension;
+    config.numAttrs = 1;
+    int size = 0;  // "The cluster dimensions in config are ignored" (cuda.h:21813)
+    CHECK_DRIVER(cuOccupancyMaxPotentialClusterSize(&size, function, &config));
+    dimension.value.clusterDim.x = static_cast<unsigned int>(size);
+    const unsigned int launched = (gpu.blocks + size - 1) / size;
+    config.gridDimX = launched * size;
+    int predicted = 0;
+    CHECK_DRIVER(cuOccupancyMaxActiveClusters(&predicted, function, &config));
+    CHECK_DRIVER(cuMemsetD32(gpu.counters, 0, lesson22::kCounterWords));
+    CUdeviceptr counters = gpu.counters;
+    CUdeviceptr in = gpu.in;
+    CUdeviceptr out = gpu.out;
+    unsigned long long hold = kHoldNs;
+    void* params[] = {&counters, &hold, &in, &out};
+    CHECK_DRIVER(cuLaunchKernelEx(&config, function, params, nullptr));
+    std::vector<unsigned int> host(lesson22::kCounterWords);
+    CHECK_DRIVER(cuMemcpyDtoH(host.data(), gpu.counters, host.size() * sizeof(unsigned int)));
+    const unsigned int peak = host[lesson22::kClustersPeak];
+    const unsigned int done = host[lesson22::kClustersDone];
+    std::printf("cuOccupancyMaxPotentialClusterSize (128 threads a block): %d blocks\n", size);
+    std::printf("cuOccupancyMaxActiveClusters (clusters of %d): %d\n", size, predicted);
+    std::printf("clusters of %d: at most %u resident at once, %u of %u clusters ran\n", size, peak, done, launched);
+    std::printf("the predicted number reached: %s\n", peak == static_cast<unsigned int>(predicted) ? "yes" : "no");
+    lesson22::checkMeasured(verdict,
+                            "clusters resident at once: at least half of cuOccupancyMaxActiveClusters, never more",
+                            predicted > 0 && 2 * peak >= static_cast<unsigned int>(predicted) &&
+                                peak <= static_cast<unsigned int>(predicted) && done == launched);
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    course::Arguments args;
+    if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
+    const int ordinal = args.deviceOrdinal();
+    course::Verdict verdict;
+
+    course::printStep(1, "initialise, load the kernels, read the limits of one SM");
+    CHECK_DRIVER(cuInit(0));
+    CUdevice device = 0;
+    CHECK_DRIVER(cuDeviceGet(&device, ordinal));
+    const int capability = lesson22::printDevice(device, ordinal);
+    CUcontext context = nullptr;
+    CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
+    CHECK_DRIVER(cuCtxSetCurrent(context));
+    CUmodule module = nullptr;
+    CHECK_DRIVER(cuModuleLoad(&module, course::kernelPath("occupancy_kernels.fatbin").c_str()));
+    CUfunction resident = nullptr;
+    CUfunction heavy = nullptr;
+    CUfunction cluster = nullptr;
+    CHECK_DRIVER(cuModuleGetFunction(&resident, module, "resident"));
+    CHECK_DRIVER(cuModuleGetFunction(&heavy, module, "residentHeavy"));
+    CHECK_DRIVER(cuModuleGetFunction(&cluster, module, "residentCluster"));
+    Gpu gpu;
+    gpu.sms = attribute(device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    const int blocksPerSm = attribute(device, CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
+    const int optIn = attribute(device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    gpu.blocks = 2u * static_cast<unsigned int>(gpu.sms * blocksPerSm);
+    std::printf("SMs: %d\n", gpu.sms);
+    std::printf("one SM holds at most: %d threads, %d blocks, %d registers, %d bytes of shared memory\n",
+                attribute(device, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR), blocksPerSm,
+                attribute(device, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR),
+                attribute(device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR));
+    std::printf("shared memory the driver reserves per block: %d bytes\n",
+                attribute(device, CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK));
+    int lightRegisters = 0;
+    int heavyRegisters = 0;
+    CHECK_DRIVER(cuFuncGetAttribute(&lightRegisters, CU_FUNC_ATTRIBUTE_NUM_REGS, resident));
+    CHECK_DRIVER(cuFuncGetAttribute(&heavyRegisters, CU_FUNC_ATTRIBUTE_NUM_REGS, heavy));
+    std::printf("registers per thread: resident %d, residentHeavy %d\n", lightRegisters, heavyRegisters);
+    CHECK_DRIVER(cuMemAlloc(&gpu.counters, lesson22::kCounterWords * sizeof(unsigned int)));
+    CHECK_DRIVER(cuMemAlloc(&gpu.in, lesson22::kHeavyValues * 1024 * sizeof(float)));
+    CHECK_DRIVER(cuMemsetD32(gpu.in, 0, lesson22::kHeavyValues * 1024));
+    CHECK_DRIVER(cuMemAlloc(&gpu.out, sizeof(float)));
+
+    // Step 2: a cache preference is only a preference (cuda.h:6845-6847).
+    course::printStep(2, "cache preferences: the context's, then each kernel's");
+    contextCachePreference(verdict);
+    // The measured kernels prefer shared memory: a hint only (cuda.h:6843-6847), asked for because
+    // PREFER_NONE prefers "to not change the cache configuration" (6849-6851). Whether it changes
+    // a count here is not measured: no check depends on it.
+    CHECK_DRIVER(cuFuncSetCacheConfig(resident, CU_FUNC_CACHE_PREFER_SHARED));
+    CHECK_DRIVER(cuFuncSetCacheConfig(heavy, CU_FUNC_CACHE_PREFER_SHARED));
+    CHECK_DRIVER(cuFuncSetAttribute(resident, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optIn));
+    std::printf("resident: CU_FUNC_CACHE_PREFER_SHARED, up to %d bytes of dynamic shared memory\n", optIn);
+
+    course::printStep(3, "limited by warps, by the block count, by registers");
+    const int warpsPredicted = predict(resident, 1024, 0);
+    const auto warps = measure(gpu, resident, 1024, 0);
+    report(verdict, "warps (resident, 1024 threads a block)", warpsPredicted, warps);
+    std::printf("SM identifiers (%%nsmid): %u; SMs that ran blocks: %u; blocks with %%smid >= %u: %u\n",
+                warps[lesson22::kSmIdCount], smsHolding(warps, 1), lesson22::kMaxSmIds, warps[lesson22::kOutOfRange]);
+    int withoutOverride = 0;
+    CHECK_DRIVER(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&withoutOverride, resident, 1024, 0,
+                                                                      CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE));
+    std::printf("the same with CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE: %d\n", withoutOverride);
+    const int blocksPredicted = predict(resident, 32, 0);
+    report(verdict, "blocks (resident, 32 threads a block)", blocksPredicted, measure(gpu, resident, 32, 0));
+    const int registersPredicted = predict(heavy, 256, 0);
+    report(verdict, "registers (residentHeavy, 256 threads a block)", registersPredicted, measure(gpu, heavy, 256, 0));
+
+    // Step 4: a block size chosen by the driver when the dynamic shared memory grows with it.
+    course::printStep(4, "cuOccupancyMaxPotentialBlockSizeWithFlags with a dynamic shared memory function");
+    int minGrid = 0;
+    int suggested = 0;
+    CHECK_DRIVER(cuOccupancyMaxPotentialBlockSizeWithFlags(&minGrid, &suggested, resident, sharedBytesFor, 0, 0,
+                                                           CU_OCCUPANCY_DEFAULT));
+    std::printf("suggested block size: %d threads (%zu bytes of dynamic shared memory), minimum grid %d blocks\n",
+                suggested, sharedBytesFor(suggested), minGrid);
+    const int sharedPredicted = predict(resident, suggested, sharedBytesFor(suggested));
+    report(verdict, "shared memory (resident, the suggested block size)", sharedPredicted,
+           measure(gpu, resident, suggested, sharedBytesFor(suggested)));
+
+    // Step 5: "the maximum size of dynamic shared memory to allow numBlocks blocks per SM"
+    // (cuda.h:21786), for 3 blocks of 256 threads. cuda_occupancy.h's own version of this
+    // calculation divides the SM's shared memory by the number of blocks (line 1945) without
+    // taking off the shared memory the driver reserves for each block, which its occupancy
+    // calculation adds to every block (line 1414). On an NVIDIA H200 (driver 580) the size
+    // returned held 2 blocks, predicted and measured; that size less the reserve held 3. Both
+    // launches are measured; the second must hold the 3 blocks asked for.
+    course::printStep(5, "cuOccupancyAvailableDynamicSMemPerBlock for 3 blocks, and that less the reserve");
+    const int asked = 3;
+    size_t available = 0;
+    CHECK_DRIVER(cuOccupancyAvailableDynamicSMemPerBlock(&available, resident, asked, 256));
+    const size_t reserve = static_cast<size_t>(attribute(device, CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK));
+    const size_t lessReserve = available > reserve ? available - reserve : 0;
+    std::printf("dynamic shared memory available to each of %d blocks of 256 threads: %zu bytes\n", asked, available);
+    report(verdict, "the size returned for 3 blocks (resident, 256 threads a block)", predict(resident, 256, available),
+           measure(gpu, resident, 256, available));
+    const int lessPredicted = predict(resident, 256, lessReserve);
+    const unsigned int lessMeasured = peakOf(measure(gpu, resident, 256, lessReserve));
+    std::printf("the size less the reserve: %zu bytes, predicted %d blocks per SM, measured %u, asked for %d\n",
+                lessReserve, lessPredicted, lessMeasured, asked);
+    lesson22::checkMeasured(verdict, "the size less the reserve holds the 3 blocks asked for, predicted and measured",
+                            lessPredicted == asked && lessMeasured == static_cast<unsigned int>(asked));
+
+    // Step 6: the same kernel preferring L1. The driver may choose another split "if required to
+    // execute" the kernel (cuda.h:17264-17266): what it did is printed, not checked.
+    course::printStep(6, "the same launch preferring L1: printed, not checked");
+    CHECK_DRIVER(cuFuncSetCacheConfig(resident, CU_FUNC_CACHE_PREFER_L1));
+    const unsigned int preferL1 = peakOf(measure(gpu, resident, 256, available));
+    std::printf("CU_FUNC_CACHE_PREFER_L1, 256 threads: %zu bytes, predicted %d, measured %u\n", available,
+                predict(resident, 256, available), preferL1);
+
+    course::printStep(7, "clusters: cuOccupancyMaxPotentialClusterSize, cuOccupancyMaxActiveClusters");
+#if CUDA_VERSION >= 12000
+    if (capability >= 90 && attribute(device, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH) != 0)
+        clusters(verdict, gpu, cluster);
+    else
+        std::printf("section clusters: SKIP (needs compute capability 9.0 and cluster launch)\n");
+#else
+    (void)capability;
+    (void)cluster;
+    std::printf("section clusters: SKIP (built with CUDA %s headers; cuLaunchKernelEx is used from 12.0 on)\n",
+                course::formatCudaVersion(CUDA_VERSION).c_str());
+#endif
+
+    course::printStep(8, "release everything, newest first");
+    CHECK_DRIVER(cuMemFree(gpu.out));
+    CHECK_DRIVER(cuMemFree(gpu.in));
+    CHECK_DRIVER(cuMemFree(gpu.counters));
+    CHECK_DRIVER(cuModuleUnload(module));
+    CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+    std::printf("released: 3 buffers, 1 module, the primary context\n");
+    return verdict.finish();
+}

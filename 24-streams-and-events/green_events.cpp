@@ -1,0 +1,191 @@
+// Lesson 24, program 6 — ordering between green contexts: cuGreenCtxRecordEvent and
+// cuGreenCtxWaitEvent (CUDA 12.4).
+//
+// Two green contexts on disjoint SMs (lesson 17 shows how they are made) each get a stream.
+// cuGreenCtxRecordEvent captures "all the activities of the green context" in an event, and
+// cuGreenCtxWaitEvent "makes all future work submitted to green context hCtx wait" for it
+// (cuda.h:25081-25082, 25114-25115). Green context A's kernel stores 1 after spinning 50 ms; green context B's
+// kernel, queued after the wait, reads that word: 1 when it waited, 0 when it ran beside A's.
+// The same pair queued without the wait is the control: where it reads 0, the wait was needed;
+// where it reads 1 too (cuda.h does not promise that kernels of green contexts run concurrently,
+// cuda.h:24719-24721), the order could not be shown here and the check prints SKIP. The words
+// are the primary context's mapped host memory, used from both green contexts: the program needs
+// unified addressing (cuda.h:8871-8873).
+//
+//   green_events [--device N]
+#include <cuda.h>
+
+#include <cstdio>
+#include <string>
+
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+#include "streams.h"
+
+namespace {
+
+constexpr int kGreenVersion = 12040;
+constexpr unsigned long long kWriterNs = 50 * lesson24::kMillisecond;
+enum Word { kWritten = 0, kSawWithWait = 1, kSawWithoutWait = 2, kWords = 3 };
+
+#if CUDA_VERSION >= 12040
+// A stream of the green context: cuGreenCtxStreamCreate from 12.5 (flags must include
+// CU_STREAM_NON_BLOCKING); with 12.4 the way 12.4 documented it, cuStreamCreate while the green
+// context, as a CUcontext from cuCtxFromGreenCtx, is current.
+CUstream greenStream(CUgreenCtx green, [[maybe_unused]] int driverVersion) {
+    CUstream stream = nullptr;
+#if CUDA_VERSION >= 12050
+    if (driverVersion >= 12050) {
+        CHECK_DRIVER(cuGreenCtxStreamCreate(&stream, green, CU_STREAM_NON_BLOCKING, 0));
+        return stream;
+    }
+#endif
+    CUcontext asContext = nullptr;
+    CHECK_DRIVER(cuCtxFromGreenCtx(&asContext, green));
+    CHECK_DRIVER(cuCtxPushCurrent(asContext));
+    CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    CHECK_DRIVER(cuCtxPopCurrent(&asContext));
+    return stream;
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    course::Arguments args;
+    if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
+    const int ordinal = args.deviceOrdinal();
+
+    course::printStep(1, "initialise, check the versions");
+    CHECK_DRIVER(cuInit(0));
+    CUdevice device = 0;
+    CHECK_DRIVER(cuDeviceGet(&device, ordinal));
+    const int driverVersion = lesson24::printDeviceAndVersions(device, ordinal);
+    const std::string missing = lesson24::missingVersion(driverVersion, kGreenVersion, "green contexts");
+    if (!missing.empty()) {
+        std::printf("section green contexts: SKIP (%s)\n", missing.c_str());
+        std::printf("Result = SKIP (%s)\n", missing.c_str());
+        return course::kExitNotApplicable;
+    }
+#if CUDA_VERSION >= 12040
+    course::Verdict verdict;
+
+    // Step 2: two groups of the smallest partition the driver grants (minCount 1 is rounded up).
+    course::printStep(2, "two green contexts on disjoint SMs, a stream on each");
+    CUcontext primary = nullptr;
+    CHECK_DRIVER(cuDevicePrimaryCtxRetain(&primary, device));
+    CHECK_DRIVER(cuCtxSetCurrent(primary));
+    int unifiedAddressing = 0;
+    CHECK_DRIVER(cuDeviceGetAttribute(&unifiedAddressing, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, device));
+    std::printf("CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: %d\n", unifiedAddressing);
+    const std::string noUnified = lesson24::missingUnifiedAddressing(unifiedAddressing);
+    if (!noUnified.empty()) {
+        std::printf("section green contexts: SKIP (%s)\n", noUnified.c_str());
+        CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+        std::printf("Result = SKIP (the device has no unified addressing)\n");
+        return course::kExitNotApplicable;
+    }
+    CUdevResource all{};
+    CHECK_DRIVER(cuDeviceGetDevResource(device, &all, CU_DEV_RESOURCE_TYPE_SM));
+    unsigned int groupCount = 0;
+    CHECK_DRIVER(cuDevSmResourceSplitByCount(nullptr, &groupCount, &all, nullptr, 0, 1));
+    if (groupCount < 2) {
+        std::printf("section green contexts: SKIP (the SMs split into %u group(s); two are needed)\n", groupCount);
+        CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+        std::printf("Result = SKIP (the device's SMs do not split into two green contexts)\n");
+        return course::kExitNotApplicable;
+    }
+    CUdevResource groups[2] = {};
+    CUdevResource rest{};
+    groupCount = 2;
+    CHECK_DRIVER(cuDevSmResourceSplitByCount(groups, &groupCount, &all, &rest, 0, 1));
+    CUdevResourceDesc descA = nullptr;
+    CUdevResourceDesc descB = nullptr;
+    CHECK_DRIVER(cuDevResourceGenerateDesc(&descA, &groups[0], 1));
+    CHECK_DRIVER(cuDevResourceGenerateDesc(&descB, &groups[1], 1));
+    CUgreenCtx greenA = nullptr;
+    CUgreenCtx greenB = nullptr;
+    CHECK_DRIVER(cuGreenCtxCreate(&greenA, descA, device, CU_GREEN_CTX_DEFAULT_STREAM));
+    CHECK_DRIVER(cuGreenCtxCreate(&greenB, descB, device, CU_GREEN_CTX_DEFAULT_STREAM));
+    std::printf("green context A: %u SMs, green context B: %u SMs\n", groups[0].sm.smCount, groups[1].sm.smCount);
+    CUstream streamA = greenStream(greenA, driverVersion);
+    CUstream streamB = greenStream(greenB, driverVersion);
+    // One library, one CUkernel for every context; launched as a CUfunction, the context comes
+    // from the stream (cuda.h, cuLaunchKernel).
+    CUlibrary library = nullptr;
+    CHECK_DRIVER(cuLibraryLoadFromFile(&library, course::kernelPath("stream_kernels.fatbin").c_str(), nullptr, nullptr,
+                                       0, nullptr, nullptr, 0));
+    CUkernel spin = nullptr;
+    CUkernel loadWord = nullptr;
+    CHECK_DRIVER(cuLibraryGetKernel(&spin, library, "spin"));
+    CHECK_DRIVER(cuLibraryGetKernel(&loadWord, library, "load_word"));
+    lesson24::HostWords words = lesson24::allocHostWords(kWords);
+    CUevent event = nullptr;  // made in the primary context: cuGreenCtxRecordEvent wants the same one
+    CHECK_DRIVER(cuEventCreate(&event, CU_EVENT_DISABLE_TIMING));
+#if CUDA_VERSION >= 12050
+    if (driverVersion >= 12050) {
+        CUcontext ofB = nullptr;
+        CUgreenCtx greenOfB = nullptr;
+        CHECK_DRIVER(cuStreamGetCtx_v2(streamB, &ofB, &greenOfB));
+        // cuda.h: the green context in pGreenCtx, and "the primary context of the associated
+        // device" in pCtx (cuda.h:15180-15181): the context cuDevicePrimaryCtxRetain gave.
+        std::printf("cuStreamGetCtx_v2 of B's stream: green context %s, context %s\n",
+                    greenOfB == greenB ? "B" : (greenOfB == greenA ? "A" : "another"),
+                    ofB == primary ? "the retained primary context's handle" : "another handle");
+        verdict.check("cuStreamGetCtx_v2 names the stream's green context and the device's primary context",
+                      greenOfB == greenB && ofB == primary);
+    }
+#endif
+
+    // A first launch in a context may load its kernel there (lazy loading). On an H100, B's kernel
+    // queued without the wait read A's word on its first launch and not on its second, as if the
+    // first had taken longer than A's 50 ms spin: one launch of each kernel in each green context
+    // first keeps that out of the order that step 3 shows.
+    lesson24::launchSpin(reinterpret_cast<CUfunction>(spin), 1, 0, 0, words.at(kSawWithoutWait), 0, streamA);
+    lesson24::launchLoad(reinterpret_cast<CUfunction>(loadWord), words.at(kSawWithoutWait), words.at(kSawWithoutWait),
+                         streamB);
+    CHECK_DRIVER(cuStreamSynchronize(streamA));
+    CHECK_DRIVER(cuStreamSynchronize(streamB));
+
+    // Step 3: A records, B waits, then B's kernel reads A's word.
+    course::printStep(3, "green context A records, green context B waits");
+    lesson24::launchSpin(reinterpret_cast<CUfunction>(spin), 1, kWriterNs, 0, words.at(kWritten), 1, streamA);
+    CHECK_DRIVER(cuGreenCtxRecordEvent(greenA, event));
+    CHECK_DRIVER(cuGreenCtxWaitEvent(greenB, event));
+    lesson24::launchLoad(reinterpret_cast<CUfunction>(loadWord), words.at(kWritten), words.at(kSawWithWait), streamB);
+    CHECK_DRIVER(cuStreamSynchronize(streamB));
+    CHECK_DRIVER(cuStreamSynchronize(streamA));
+    std::printf("B's kernel after cuGreenCtxWaitEvent read: %u (1 = A's kernel had finished)\n",
+                words.read(kSawWithWait));
+
+    // Step 4: the same pair without the record and the wait: nothing orders them. This is the
+    // control of step 3's check, which is decided here.
+    course::printStep(4, "the same pair without the wait");
+    words.write(kWritten, 0);
+    lesson24::launchSpin(reinterpret_cast<CUfunction>(spin), 1, kWriterNs, 0, words.at(kWritten), 1, streamA);
+    lesson24::launchLoad(reinterpret_cast<CUfunction>(loadWord), words.at(kWritten), words.at(kSawWithoutWait),
+                         streamB);
+    CHECK_DRIVER(cuStreamSynchronize(streamB));
+    CHECK_DRIVER(cuStreamSynchronize(streamA));
+    std::printf("B's kernel without the wait read: %u (0 = it ran while A's kernel was still spinning)\n",
+                words.read(kSawWithoutWait));
+    lesson24::checkOrder(verdict, "B's kernel, queued after cuGreenCtxWaitEvent, read what A's kernel wrote",
+                         words.read(kSawWithWait) == 1, words.read(kSawWithoutWait) != 1);
+
+    // Step 5: streams before their green contexts (cuGreenCtxDestroy does not destroy them, and
+    // every later call on them fails), then the rest, newest first.
+    course::printStep(5, "release everything, newest first");
+    CHECK_DRIVER(cuEventDestroy(event));
+    CHECK_DRIVER(cuMemFreeHost(words.host));
+    CHECK_DRIVER(cuLibraryUnload(library));
+    CHECK_DRIVER(cuStreamDestroy(streamB));
+    CHECK_DRIVER(cuStreamDestroy(streamA));
+    CHECK_DRIVER(cuGreenCtxDestroy(greenB));
+    CHECK_DRIVER(cuGreenCtxDestroy(greenA));
+    CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+    std::printf("released: event, host words, library, streams, green contexts, primary context\n");
+
+    course::printStep(6, "check");
+    return verdict.finish();
+#endif
+}

@@ -1,0 +1,177 @@
+// Lesson 24, program 3 — host work in stream order: cuLaunchHostFunc and cuStreamAddCallback.
+//
+// Both queue a host function: it is called after the work queued before it in the stream has
+// completed, and the work queued after it waits until it returns. They differ in what cuda.h
+// lets them do (cuda.h:15273-15291 and 18067-18102):
+//   cuLaunchHostFunc    not called "in the event of an error in the CUDA context"; may be
+//                       recorded by a stream capture (a host node); a CUDA call inside it "may
+//                       result in CUDA_ERROR_NOT_PERMITTED, but this is not required".
+//   cuStreamAddCallback "slated for eventual deprecation"; receives the stream and a status
+//                       (an error code after a device error); "not supported" in a capture; a
+//                       CUDA call inside it "will result in CUDA_ERROR_NOT_PERMITTED".
+// Neither may make CUDA calls, nor wait for work that is not ordered before it. Here each one
+// sits between two kernels: the first stores 1 after spinning 20 ms, the host function reads that
+// word and stores 2 in another, the second kernel reads that one. A host function run too early
+// reads 0; a kernel run before the host function reads 0.
+//
+//   host_work [--device N]
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdio>
+#include <string>
+
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+#include "../common/cuda_compat.h"
+#include "streams.h"
+
+namespace {
+
+constexpr unsigned long long kFirstKernelNs = 20 * lesson24::kMillisecond;
+enum Word { kFirstKernelWrote = 0, kHostWrote = 1, kSecondKernelSaw = 2, kWords = 3 };
+
+// What a host function saw and was given. Written by the host function, on a thread the driver
+// calls it from (cuda.h does not say which), read by main after cuStreamSynchronize: atomics.
+struct HostStep {
+    const lesson24::HostWords* words = nullptr;
+    std::atomic<unsigned int> saw{0};
+    std::atomic<int> calls{0};
+    std::atomic<int> status{-1};  // cuStreamAddCallback's status argument
+    std::atomic<CUstream> stream{nullptr};
+};
+
+// The host work itself: memory only, no CUDA call.
+void doStep(HostStep& step) {
+    step.saw = step.words->read(kFirstKernelWrote);
+    step.words->write(kHostWrote, 2);
+    ++step.calls;
+}
+
+void CUDA_CB hostFunction(void* userData) {
+    doStep(*static_cast<HostStep*>(userData));
+}
+
+void CUDA_CB streamCallback(CUstream stream, CUresult status, void* userData) {
+    auto& step = *static_cast<HostStep*>(userData);
+    step.status = static_cast<int>(status);
+    step.stream = stream;
+    doStep(step);
+}
+
+void CUDA_CB countCall(void* userData) {
+    ++*static_cast<std::atomic<int>*>(userData);
+}
+
+// kernel -> host work (queued by `enqueueHost`) -> kernel, on one stream; checks both orders.
+template <class EnqueueHost>
+void betweenKernels(const char* what, const lesson24::Kernels& k, const lesson24::HostWords& words, CUstream stream,
+                    HostStep& step, course::Verdict& verdict, EnqueueHost enqueueHost) {
+    words.clear(kWords);
+    lesson24::launchSpin(k.spin, 1, kFirstKernelNs, 0, words.at(kFirstKernelWrote), 1, stream);
+    enqueueHost();
+    lesson24::launchLoad(k.loadWord, words.at(kHostWrote), words.at(kSecondKernelSaw), stream);
+    CHECK_DRIVER(cuStreamSynchronize(stream));
+    std::printf("%s: calls %d, read the first kernel's word: %u (1 = that kernel had finished)\n", what,
+                step.calls.load(), step.saw.load());
+    std::printf("second kernel, after the %s: read %u (2 = the %s had run)\n", what, words.read(kSecondKernelSaw),
+                what);
+    const std::string name(what);
+    verdict.check(("the " + name + " ran once, after the kernel before it").c_str(), step.calls == 1 && step.saw == 1);
+    verdict.check(("the kernel after the " + name + " saw its write").c_str(), words.read(kSecondKernelSaw) == 2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    course::Arguments args;
+    if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
+    const int ordinal = args.deviceOrdinal();
+    course::Verdict verdict;
+
+    course::printStep(1, "initialise, the kernels, a stream, mapped host words");
+    CHECK_DRIVER(cuInit(0));
+    CUdevice device = 0;
+    CHECK_DRIVER(cuDeviceGet(&device, ordinal));
+    lesson24::printDeviceAndVersions(device, ordinal);
+    CUcontext context = nullptr;
+    CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
+    CHECK_DRIVER(cuCtxSetCurrent(context));
+    lesson24::Kernels kernels = lesson24::loadKernels();
+    // A stream of its own, non-blocking: step 4 captures it, and capture "may not be initiated
+    // if stream is CU_STREAM_LEGACY" (cuda.h:15350-15351).
+    CUstream stream = nullptr;
+    CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    lesson24::HostWords words = lesson24::allocHostWords(kWords);
+
+    course::printStep(2, "cuLaunchHostFunc between two kernels");
+    HostStep function;
+    function.words = &words;
+    betweenKernels("host function", kernels, words, stream, function, verdict,
+                   [&] { CHECK_DRIVER(cuLaunchHostFunc(stream, hostFunction, &function)); });
+
+    // Step 3: the same with a callback, which is also handed its stream and a status.
+    course::printStep(3, "cuStreamAddCallback between two kernels");
+    HostStep callback;
+    callback.words = &words;
+    betweenKernels("callback", kernels, words, stream, callback, verdict,
+                   [&] { CHECK_DRIVER(cuStreamAddCallback(stream, streamCallback, &callback, 0)); });
+    std::printf("callback's arguments: status %s, stream %s\n",
+                course::driverErrorName(static_cast<CUresult>(callback.status.load())),
+                callback.stream == stream ? "the stream it was added to" : "another");
+    verdict.check("the callback got CUDA_SUCCESS and its own stream",
+                  callback.status == CUDA_SUCCESS && callback.stream == stream);
+
+    // Step 4: a capture records cuLaunchHostFunc as a host node, run at every graph launch and
+    // not while recording; cuStreamAddCallback is "not supported" there (cuda.h:15275-15277).
+    course::printStep(4, "in a capture: cuLaunchHostFunc becomes a host node, cuStreamAddCallback is refused");
+    std::atomic<int> graphCalls{0};
+    CHECK_DRIVER(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK_DRIVER(cuLaunchHostFunc(stream, countCall, &graphCalls));
+    CUgraph graph = nullptr;
+    CHECK_DRIVER(cuStreamEndCapture(stream, &graph));
+    size_t nodeCount = 0;
+    CHECK_DRIVER(cuGraphGetNodes(graph, nullptr, &nodeCount));
+    CUgraphNode node = nullptr;
+    size_t one = 1;
+    CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+    CHECK_DRIVER(cuGraphGetNodes(graph, &node, &one));  // the first node, if there is one
+    if (one == 1) CHECK_DRIVER(cuGraphNodeGetType(node, &type));
+    std::printf("captured: %zu node(s), the first %s; calls while recording: %d\n", nodeCount,
+                type == CU_GRAPH_NODE_TYPE_HOST ? "a host node" : "not a host node", graphCalls.load());
+    verdict.check("capture records cuLaunchHostFunc as one host node, without calling it",
+                  nodeCount == 1 && type == CU_GRAPH_NODE_TYPE_HOST && graphCalls == 0);
+    CUgraphExec exec = nullptr;
+    CHECK_DRIVER(course::graphInstantiate(&exec, graph, 0));
+    CHECK_DRIVER(cuGraphLaunch(exec, stream));
+    CHECK_DRIVER(cuGraphLaunch(exec, stream));
+    CHECK_DRIVER(cuStreamSynchronize(stream));
+    std::printf("host node calls after two graph launches: %d\n", graphCalls.load());
+    verdict.check("the host node ran once per graph launch", graphCalls == 2);
+    CHECK_DRIVER(cuGraphExecDestroy(exec));
+    CHECK_DRIVER(cuGraphDestroy(graph));
+
+    HostStep neverCalled;  // the refused callback's data; also what it would get if accepted
+    neverCalled.words = &words;
+    CHECK_DRIVER(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    const CUresult added = REPORT_DRIVER(cuStreamAddCallback(stream, streamCallback, &neverCalled, 0));
+    CUgraph refused = nullptr;
+    const CUresult ended = REPORT_DRIVER(cuStreamEndCapture(stream, &refused));
+    std::printf("cuStreamAddCallback inside a capture: %s\n", course::driverErrorName(added));
+    std::printf("cuStreamEndCapture after it: %s, graph %s\n", course::driverErrorName(ended),
+                refused != nullptr ? "returned" : "not returned");
+    if (refused != nullptr) CHECK_DRIVER(cuGraphDestroy(refused));  // never launched
+    verdict.check("capture refuses cuStreamAddCallback", added != CUDA_SUCCESS);
+
+    // Step 5: no host function may still be queued when the memory it uses goes.
+    course::printStep(5, "release everything, newest first");
+    CHECK_DRIVER(cuStreamSynchronize(stream));
+    CHECK_DRIVER(cuMemFreeHost(words.host));
+    CHECK_DRIVER(cuStreamDestroy(stream));
+    CHECK_DRIVER(cuModuleUnload(kernels.module));
+    CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+    std::printf("released: host words, stream, module, primary context\n");
+
+    course::printStep(6, "check");
+    return verdict.finish();
+}

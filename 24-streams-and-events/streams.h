@@ -1,0 +1,148 @@
+// streams.h — lesson 24's small helpers: the version gate that prints a SKIP line, words of
+// mapped pinned host memory that the GPU and the host both read and write, a bounded wait on
+// such a word, and the lesson's kernels with one launch helper each.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+
+namespace lesson24 {
+
+// "" when both the headers this program was built with and the driver know CUDA `needed`;
+// otherwise the reason, for a "section NAME: SKIP (reason)" line.
+inline std::string missingVersion(int driverVersion, int needed, const char* what) {
+    if (CUDA_VERSION < needed)
+        return std::string("built with CUDA ") + course::formatCudaVersion(CUDA_VERSION) + " headers; " + what +
+               " needs " + course::formatCudaVersion(needed);
+    if (driverVersion < needed)
+        return std::string("the driver supports CUDA ") + course::formatCudaVersion(driverVersion) + "; " + what +
+               " needs " + course::formatCudaVersion(needed);
+    return "";
+}
+
+// Step 1 of every program: the device's name, and the versions of the headers and the driver.
+inline int printDeviceAndVersions(CUdevice device, int ordinal) {
+    char name[256] = {};
+    CHECK_DRIVER(cuDeviceGetName(name, sizeof(name), device));
+    int driverVersion = 0;
+    CHECK_DRIVER(cuDriverGetVersion(&driverVersion));
+    std::printf("device %d name: %s\n", ordinal, name);
+    std::printf("built with CUDA headers: %s\n", course::formatCudaVersion(CUDA_VERSION).c_str());
+    std::printf("driver supports CUDA: %s\n", course::formatCudaVersion(driverVersion).c_str());
+    return driverVersion;
+}
+
+// A few 32-bit words of pinned host memory mapped into the GPU's address space; the host reads
+// them without a copy. cuda.h (cuMemHostAlloc): such memory is "immediately accessible to all
+// contexts on all devices which support unified addressing" (cuda.h:8871-8873), so the programs
+// that hand these words to a second context (events, green_events) first ask for
+// CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING (missingUnifiedAddressing). The host side goes through
+// atomics: the GPU writes these words while a host thread reads them.
+struct HostWords {
+    unsigned int* host = nullptr;
+    CUdeviceptr device = 0;
+    CUdeviceptr at(int index) const { return device + static_cast<CUdeviceptr>(index) * sizeof(unsigned int); }
+    unsigned int read(int index) const {
+        return std::atomic_ref<unsigned int>(host[index]).load(std::memory_order_acquire);
+    }
+    void write(int index, unsigned int value) const {
+        std::atomic_ref<unsigned int>(host[index]).store(value, std::memory_order_release);
+    }
+    void clear(int count) const {
+        for (int i = 0; i < count; ++i) write(i, 0);
+    }
+};
+
+// `count` words, all 0. Given back with cuMemFreeHost(words.host).
+inline HostWords allocHostWords(int count) {
+    void* pointer = nullptr;
+    CHECK_DRIVER(
+        cuMemHostAlloc(&pointer, count * sizeof(unsigned int), CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+    HostWords words;
+    words.host = static_cast<unsigned int*>(pointer);
+    CHECK_DRIVER(cuMemHostGetDevicePointer(&words.device, pointer, 0));
+    words.clear(count);
+    return words;
+}
+
+// "" when the device has unified addressing, so that the mapped words of allocHostWords may be
+// used from every context of it (cuda.h:8871-8873); otherwise the reason, for a SKIP line.
+inline std::string missingUnifiedAddressing(int unifiedAddressing) {
+    if (unifiedAddressing != 0) return "";
+    return "CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING is 0: cuda.h makes mapped host memory accessible to all "
+           "contexts only on devices with unified addressing";
+}
+
+// An ordering check with its control. `held`: the work queued behind the wait read what the
+// awaited work wrote. `controlDiffered`: the same read, queued where the wait does not hold it,
+// read something else, so this run shows that the wait was needed. Where the control read the
+// same, the order could not be shown here: the check prints SKIP (reason) and decides nothing;
+// where `held` is false it fails, control or not.
+inline void checkOrder(course::Verdict& verdict, const char* name, bool held, bool controlDiffered) {
+    if (held && !controlDiffered) {
+        std::printf("check %s: SKIP (the control without the wait read the same: the order could not be shown here)\n",
+                    name);
+        return;
+    }
+    verdict.check(name, held);
+}
+
+// Spins until word `index` holds `value`, at most `timeout`. False when it never did.
+inline bool waitForWord(const HostWords& words, int index, unsigned int value, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (words.read(index) != value)
+        if (std::chrono::steady_clock::now() > deadline) return false;
+    return true;
+}
+
+// The lesson's kernels (kernels/stream_kernels.cu), from one module of the current context.
+struct Kernels {
+    CUmodule module = nullptr;
+    CUfunction spin = nullptr;
+    CUfunction loadWord = nullptr;
+    CUfunction gate = nullptr;
+};
+
+inline Kernels loadKernels() {
+    Kernels k;
+    CHECK_DRIVER(cuModuleLoad(&k.module, course::kernelPath("stream_kernels.fatbin").c_str()));
+    CHECK_DRIVER(cuModuleGetFunction(&k.spin, k.module, "spin"));
+    CHECK_DRIVER(cuModuleGetFunction(&k.loadWord, k.module, "load_word"));
+    CHECK_DRIVER(cuModuleGetFunction(&k.gate, k.module, "gate"));
+    return k;
+}
+
+constexpr unsigned int kSpinThreads = 128;  // threads per block of every spin launch
+
+// `blocks` blocks spin `nanoseconds` each; `started` / `done` (0: none) receive `value`.
+inline void launchSpin(CUfunction spin, unsigned int blocks, unsigned long long nanoseconds, CUdeviceptr started,
+                       CUdeviceptr done, unsigned int value, CUstream stream) {
+    void* params[] = {&nanoseconds, &started, &done, &value};
+    CHECK_DRIVER(cuLaunchKernel(spin, blocks, 1, 1, kSpinThreads, 1, 1, 0, stream, params, nullptr));
+}
+
+// One thread copies the word at `src` to `dst` when the kernel runs.
+inline void launchLoad(CUfunction loadWord, CUdeviceptr src, CUdeviceptr dst, CUstream stream) {
+    void* params[] = {&src, &dst};
+    CHECK_DRIVER(cuLaunchKernel(loadWord, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr));
+}
+
+// One thread signals `started`, holds until the host writes `tag` to `gateWord` (at most
+// `timeoutNs`), then writes `tag` (or 0 on a timeout) to `done`.
+inline void launchGate(CUfunction gate, CUdeviceptr gateWord, unsigned int tag, unsigned long long timeoutNs,
+                       CUdeviceptr started, CUdeviceptr done, CUstream stream) {
+    void* params[] = {&gateWord, &tag, &timeoutNs, &started, &done};
+    CHECK_DRIVER(cuLaunchKernel(gate, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr));
+}
+
+constexpr unsigned long long kMillisecond = 1000000ull;  // in nanoseconds, for the spin lengths
+
+}  // namespace lesson24

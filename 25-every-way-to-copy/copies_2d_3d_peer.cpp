@@ -1,0 +1,314 @@
+// Lesson 25, program 3 — the strided copies lesson 19 did not show: cuMemcpy2DAsync,
+// cuMemcpy2DUnaligned, cuMemcpy3DAsync, cuMemcpyDtoDAsync in stream order, cuMemcpy with the
+// direction taken from the pointers, and cuMemcpy3DPeer / cuMemcpy3DPeerAsync between two GPUs.
+//
+// Every destination a check judges is filled with 0xa5 first and read back whole, padding
+// included: a copy that writes one byte too many, or one too few, shows.
+//
+//   copies_2d_3d_peer               the walkthrough (step 7 needs a second GPU, and says so without)
+//   copies_2d_3d_peer --device N    another GPU (the peer is then GPU 0, or GPU 1 when N is 0)
+//   copies_2d_3d_peer --peer M      GPU M for step 7; asked for by name, it must exist (else SKIP, exit 77)
+#include <cuda.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+#include "copy_helpers.h"
+#include "volume_box.h"
+
+namespace {
+
+using namespace lesson25;  // the volume and the box: volume_box.h
+
+// Step 2: a packed host rectangle (300 x 20 bytes, pinned: an ...Async copy of pageable memory may
+// be synchronous, lesson 05) into pitched memory at (100, 10), on the stream; then the whole image
+// back, padding included.
+void rectangleIntoPitchedMemory(course::Verdict& verdict, CUstream stream) {
+    CUdeviceptr image = 0;
+    size_t pitch = 0;
+    CHECK_DRIVER(cuMemAllocPitch(&image, &pitch, 1000, 40, 4));
+    void* pinned = nullptr;  // the rectangle, then the whole image read back
+    CHECK_DRIVER(cuMemAllocHost(&pinned, pitch * 40));
+    auto* bytes = static_cast<unsigned char*>(pinned);
+    const std::vector<unsigned char> rect = lesson25::pattern(300 * 20, 6);
+    std::memcpy(bytes, rect.data(), rect.size());
+    CHECK_DRIVER(cuMemsetD8Async(image, lesson25::kFill, pitch * 40, stream));
+    CUDA_MEMCPY2D toImage{};
+    toImage.srcMemoryType = CU_MEMORYTYPE_HOST;
+    toImage.srcHost = bytes;
+    toImage.srcPitch = 300;
+    toImage.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    toImage.dstDevice = image;
+    toImage.dstPitch = pitch;
+    toImage.dstXInBytes = 100;
+    toImage.dstY = 10;
+    toImage.WidthInBytes = 300;
+    toImage.Height = 20;
+    CHECK_DRIVER(cuMemcpy2DAsync(&toImage, stream));
+    CHECK_DRIVER(cuMemcpyDtoHAsync(bytes, image, pitch * 40, stream));  // after the copy: same stream
+    CHECK_DRIVER(cuStreamSynchronize(stream));
+    size_t rectRight = 0;
+    size_t restKept = 0;
+    for (size_t y = 0; y < 40; ++y)
+        for (size_t x = 0; x < pitch; ++x) {
+            if (x >= 100 && x < 400 && y >= 10 && y < 30)
+                rectRight += bytes[y * pitch + x] == rect[(y - 10) * 300 + x - 100] ? 1 : 0;
+            else
+                restKept += bytes[y * pitch + x] == lesson25::kFill ? 1 : 0;
+        }
+    std::printf("pitch of a 1000-byte row: %zu bytes\n", pitch);
+    std::printf("rectangle bytes in place: %zu of 6000\n", rectRight);
+    std::printf("other bytes of the pitch, padding included, still 0xa5: %zu of %zu\n", restKept, pitch * 40 - 6000);
+    verdict.check("the rectangle arrived at (100, 10)", rectRight == 6000);
+    verdict.check("every other byte of the pitch keeps the fill", restKept == pitch * 40 - 6000);
+    CHECK_DRIVER(cuMemFreeHost(pinned));
+    CHECK_DRIVER(cuMemFree(image));
+}
+
+// A 777 x 60 target of the step-3 copy, read back, against the model: the source's 700 x 50
+// rectangle from (3, 2) at (5, 1), 0xa5 everywhere else. Returns the bytes that differ.
+size_t unalignedDifferences(CUdeviceptr target, const std::vector<unsigned char>& odd) {
+    const std::vector<unsigned char> got = lesson25::download(target, 777 * 60);
+    size_t wrong = 0;
+    for (size_t y = 0; y < 60; ++y)
+        for (size_t x = 0; x < 777; ++x) {
+            const bool inside = x >= 5 && x < 705 && y >= 1 && y < 51;
+            wrong += got[y * 777 + x] != (inside ? odd[(y + 1) * 1001 + x - 2] : lesson25::kFill) ? 1 : 0;
+        }
+    return wrong;
+}
+
+// Step 3: pitches cuMemAllocPitch did not choose, device to device: a 700 x 50 rectangle from (3, 2)
+// of rows of 1001 bytes to (5, 1) of rows of 777 bytes. Every call here goes to the legacy stream,
+// where each one is ordered after the one before; a call may return before its work is done
+// (cuda.h:14249-14250), and the results are read with cuMemcpyDtoH, in the same stream, after them.
+void unalignedCopy(course::Verdict& verdict) {
+    const std::vector<unsigned char> odd = lesson25::pattern(1001 * 60, 7);
+    CUdeviceptr source = 0;
+    CUdeviceptr target = 0;
+    CUdeviceptr scratch = 0;
+    CHECK_DRIVER(cuMemAlloc(&source, odd.size()));
+    CHECK_DRIVER(cuMemAlloc(&target, 777 * 60));
+    CHECK_DRIVER(cuMemAlloc(&scratch, 777 * 60));
+    CHECK_DRIVER(cuMemcpyHtoD(source, odd.data(), odd.size()));
+    CHECK_DRIVER(cuMemsetD8(target, lesson25::kFill, 777 * 60));
+    CHECK_DRIVER(cuMemsetD8(scratch, lesson25::kFill, 777 * 60));
+    CUDA_MEMCPY2D unaligned{};
+    unaligned.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    unaligned.srcDevice = source;
+    unaligned.srcPitch = 1001;
+    unaligned.srcXInBytes = 3;
+    unaligned.srcY = 2;
+    unaligned.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    unaligned.dstDevice = target;
+    unaligned.dstPitch = 777;
+    unaligned.dstXInBytes = 5;
+    unaligned.dstY = 1;
+    unaligned.WidthInBytes = 700;
+    unaligned.Height = 50;
+    CUDA_MEMCPY2D plain = unaligned;  // the same copy through cuMemcpy2D, into a scratch buffer
+    plain.dstDevice = scratch;
+    // cuMemcpy2D "may fail" for these pitches: whether it does is shown; where it accepts them, its
+    // copy is judged like any other.
+    const CUresult plainResult = REPORT_DRIVER(cuMemcpy2D(&plain));
+    std::printf("cuMemcpy2D with pitches 1001 and 777: %s\n", course::driverErrorName(plainResult));
+    const char* const kPlain = "where cuMemcpy2D accepted the odd pitches, it copied the rectangle, nothing else";
+    if (plainResult == CUDA_SUCCESS) {
+        const size_t plainWrong = unalignedDifferences(scratch, odd);
+        std::printf("scratch bytes as expected (rectangle copied, the rest 0xa5): %zu of %d\n", 777 * 60 - plainWrong,
+                    777 * 60);
+        verdict.check(kPlain, plainWrong == 0);
+    } else {
+        std::printf("scratch bytes as expected (rectangle copied, the rest 0xa5): not run\n");
+        lesson25::skipCheck(kPlain, "cuMemcpy2D refused these pitches, which cuda.h allows it to");
+    }
+    CHECK_DRIVER(cuMemcpy2DUnaligned(&unaligned));
+    const size_t wrong = unalignedDifferences(target, odd);
+    std::printf("target bytes as expected (rectangle copied, the rest 0xa5): %zu of %d\n", 777 * 60 - wrong, 777 * 60);
+    verdict.check("cuMemcpy2DUnaligned copied the rectangle between odd pitches, nothing else", wrong == 0);
+    CHECK_DRIVER(cuMemFree(scratch));
+    CHECK_DRIVER(cuMemFree(target));
+    CHECK_DRIVER(cuMemFree(source));
+}
+
+// Step 4: the host volume into pitched device memory (filled with 0xa5 first, read back whole:
+// every row in place, the padding after each row untouched), then the box out into host rows of 48
+// bytes and slices of 14 rows. srcHeight and dstHeight are the rows of one slice.
+void boxThroughPitchedMemory(course::Verdict& verdict, CUstream stream, CUdeviceptr volume, size_t pitch,
+                             const std::vector<unsigned char>& host) {
+    void* pinned = nullptr;  // the volume, then the box with its gaps
+    CHECK_DRIVER(cuMemAllocHost(&pinned, host.size() + 48 * 14 * kBoxD));
+    auto* source = static_cast<unsigned char*>(pinned);
+    unsigned char* box = source + host.size();
+    std::memcpy(source, host.data(), host.size());
+    std::memset(box, lesson25::kFill, 48 * 14 * kBoxD);
+    CHECK_DRIVER(cuMemsetD8Async(volume, lesson25::kFill, pitch * kVH * kVD, stream));
+    CUDA_MEMCPY3D in{};
+    in.srcMemoryType = CU_MEMORYTYPE_HOST;
+    in.srcHost = source;
+    in.srcPitch = kVW;
+    in.srcHeight = kVH;
+    in.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    in.dstDevice = volume;
+    in.dstPitch = pitch;
+    in.dstHeight = kVH;
+    in.WidthInBytes = kVW;
+    in.Height = kVH;
+    in.Depth = kVD;
+    CHECK_DRIVER(cuMemcpy3DAsync(&in, stream));
+    CUDA_MEMCPY3D out{};
+    out.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    out.srcDevice = volume;
+    out.srcPitch = pitch;
+    out.srcHeight = kVH;
+    out.srcXInBytes = kBoxX;
+    out.srcY = kBoxY;
+    out.srcZ = kBoxZ;
+    out.dstMemoryType = CU_MEMORYTYPE_HOST;
+    out.dstHost = box;
+    out.dstPitch = 48;
+    out.dstHeight = 14;
+    out.WidthInBytes = kBoxW;
+    out.Height = kBoxH;
+    out.Depth = kBoxD;
+    CHECK_DRIVER(cuMemcpy3DAsync(&out, stream));
+    CHECK_DRIVER(cuStreamSynchronize(stream));
+    const size_t volumeWrong = pitchedVolumeDifferences(download(volume, pitch * kVH * kVD), pitch, host);
+    std::printf("pitched volume bytes as expected (every row, the padding 0xa5): %zu of %zu\n",
+                pitch * kVH * kVD - volumeWrong, pitch * kVH * kVD);
+    verdict.check("the volume arrived row by row in pitched memory, its padding keeps the fill", volumeWrong == 0);
+    size_t boxRight = 0;
+    size_t gapsKept = 0;
+    for (size_t z = 0; z < kBoxD; ++z)
+        for (size_t y = 0; y < 14; ++y)
+            for (size_t x = 0; x < 48; ++x) {
+                const unsigned char got = box[(z * 14 + y) * 48 + x];
+                if (x < kBoxW && y < kBoxH)
+                    boxRight += got == host[((kBoxZ + z) * kVH + kBoxY + y) * kVW + kBoxX + x] ? 1 : 0;
+                else
+                    gapsKept += got == lesson25::kFill ? 1 : 0;
+            }
+    const size_t boxBytes = kBoxW * kBoxH * kBoxD;
+    std::printf("box bytes in place: %zu of %zu\n", boxRight, boxBytes);
+    std::printf("host bytes between its rows and slices still 0xa5: %zu of %zu\n", gapsKept,
+                48 * 14 * kBoxD - boxBytes);
+    verdict.check("the box arrived through pitched memory", boxRight == boxBytes);
+    verdict.check("the host bytes between its rows and slices keep the fill", gapsKept == 48 * 14 * kBoxD - boxBytes);
+    CHECK_DRIVER(cuMemFreeHost(pinned));
+}
+
+// Step 5: A -> B, then B -> C, on one stream: they run in the order they were queued, so C ends up
+// holding A. Step 6 then moves 64 KiB with cuMemcpy alone, the direction read from each pointer.
+void deviceCopies(course::Verdict& verdict, CUdevice device, CUstream stream) {
+    const std::vector<unsigned char> chain = lesson25::pattern(1 << 20, 9);
+    CUdeviceptr a = 0;
+    CUdeviceptr b = 0;
+    CUdeviceptr c = 0;
+    CHECK_DRIVER(cuMemAlloc(&a, chain.size()));
+    CHECK_DRIVER(cuMemAlloc(&b, chain.size()));
+    CHECK_DRIVER(cuMemAlloc(&c, chain.size()));
+    CHECK_DRIVER(cuMemcpyHtoDAsync(a, chain.data(), chain.size(), stream));
+    CHECK_DRIVER(cuMemsetD8Async(b, lesson25::kFill, chain.size(), stream));
+    CHECK_DRIVER(cuMemsetD8Async(c, lesson25::kFill, chain.size(), stream));
+    CHECK_DRIVER(cuMemcpyDtoDAsync(b, a, chain.size(), stream));
+    CHECK_DRIVER(cuMemcpyDtoDAsync(c, b, chain.size(), stream));
+    CHECK_DRIVER(cuStreamSynchronize(stream));
+    const std::vector<unsigned char> atC = lesson25::download(c, chain.size());
+    const size_t chainWrong = lesson25::differences(atC.data(), chain.data(), chain.size());
+    std::printf("bytes of C equal to A: %zu of %zu\n", chain.size() - chainWrong, chain.size());
+    verdict.check("C holds A after A -> B -> C in stream order", chainWrong == 0);
+
+    // cuMemcpy "infers the type of the transfer ... from the pointer values" and "is only allowed in
+    // contexts which support unified addressing" (cuda.h:9575-9577).
+    course::printStep(6, "cuMemcpy: host -> device -> device -> host, the direction from the pointers");
+    int unified = 0;
+    CHECK_DRIVER(cuDeviceGetAttribute(&unified, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, device));
+    std::printf("CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: %d\n", unified);
+    if (unified == 0) {
+        lesson25::skipCheck("cuMemcpy took every direction from the pointers", "no unified addressing");
+    } else {
+        // Data of its own, not A's: A and B already hold `chain`, so a skipped copy shows.
+        const std::vector<unsigned char> sent = lesson25::pattern(65536, 10);
+        void* pinned = nullptr;  // 64 KiB to send, 64 KiB to receive
+        CHECK_DRIVER(cuMemAllocHost(&pinned, 2 * 65536));
+        auto* bytes = static_cast<unsigned char*>(pinned);
+        std::memcpy(bytes, sent.data(), 65536);
+        std::memset(bytes + 65536, lesson25::kFill, 65536);
+        CHECK_DRIVER(cuMemcpy(a, reinterpret_cast<CUdeviceptr>(bytes), 65536));                // host -> device
+        CHECK_DRIVER(cuMemcpy(b + 128, a, 65536));                                             // device -> device
+        CHECK_DRIVER(cuMemcpy(reinterpret_cast<CUdeviceptr>(bytes + 65536), b + 128, 65536));  // device -> host
+        const size_t wrong = lesson25::differences(bytes + 65536, sent.data(), 65536);
+        std::printf("bytes back on the host after three cuMemcpy calls: %zu of 65536\n", 65536 - wrong);
+        verdict.check("cuMemcpy took every direction from the pointers", wrong == 0);
+        CHECK_DRIVER(cuMemFreeHost(pinned));
+    }
+    CHECK_DRIVER(cuMemFree(c));
+    CHECK_DRIVER(cuMemFree(b));
+    CHECK_DRIVER(cuMemFree(a));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    course::Arguments args;
+    if (!course::parseArguments(argc, argv, {}, {"--device", "--peer"}, "[--device N] [--peer M]", args))
+        return course::kExitUsage;
+    const int ordinal = args.deviceOrdinal();
+    const long long peerArgument = args.valueOr("--peer", ordinal == 0 ? 1 : 0);
+    const int peerOrdinal = peerArgument < 0 || peerArgument > 1024 ? -1 : static_cast<int>(peerArgument);
+
+    course::printStep(1, "initialise, create a stream");
+    CHECK_DRIVER(cuInit(0));
+    CUdevice device = 0;
+    CHECK_DRIVER(cuDeviceGet(&device, ordinal));
+    lesson25::printDevice(ordinal, device);
+    int deviceCount = 0;
+    CHECK_DRIVER(cuDeviceGetCount(&deviceCount));
+    std::printf("device count: %d\n", deviceCount);
+    if (args.values.count("--peer") != 0 && (peerOrdinal < 0 || peerOrdinal >= deviceCount || peerOrdinal == ordinal)) {
+        std::printf("section 3-D peer copies: SKIP (--peer %lld names no other GPU)\n", peerArgument);
+        std::printf("Result = SKIP (--peer asks for a second GPU; this machine has %d)\n", deviceCount);
+        return course::kExitNotApplicable;
+    }
+    CUcontext context = nullptr;
+    CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
+    CHECK_DRIVER(cuCtxSetCurrent(context));
+    CUstream stream = nullptr;
+    CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    course::Verdict verdict;
+
+    course::printStep(2, "cuMemcpy2DAsync: a host rectangle into pitched memory");
+    rectangleIntoPitchedMemory(verdict, stream);
+
+    // cuda.h: cuMemcpy2D "may fail for pitches not computed by cuMemAllocPitch()" on device-to-device
+    // copies; cuMemcpy2DUnaligned "does not have this restriction, but may run significantly slower"
+    // (cuda.h:10229-10231).
+    course::printStep(3, "cuMemcpy2DUnaligned: pitches of 1001 and 777 bytes");
+    unalignedCopy(verdict);
+
+    course::printStep(4, "cuMemcpy3DAsync: a volume in, a box out into rows of 48 and slices of 14");
+    const std::vector<unsigned char> volumeHost = lesson25::pattern(kVW * kVH * kVD, 8);
+    CUdeviceptr volume = 0;
+    size_t volumePitch = 0;
+    CHECK_DRIVER(cuMemAllocPitch(&volume, &volumePitch, kVW, kVH * kVD, 4));
+    boxThroughPitchedMemory(verdict, stream, volume, volumePitch, volumeHost);
+
+    course::printStep(5, "cuMemcpyDtoDAsync: A -> B, then B -> C, on one stream");
+    deviceCopies(verdict, device, stream);  // and step 6
+
+    course::printStep(7, "cuMemcpy3DPeer and cuMemcpy3DPeerAsync: the box to another GPU and back");
+    lesson25::peerCopies(verdict, peerOrdinal, deviceCount, context, stream, volume, volumePitch, volumeHost);
+
+    course::printStep(8, "release everything, newest first");
+    CHECK_DRIVER(cuMemFree(volume));
+    CHECK_DRIVER(cuStreamDestroy(stream));
+    CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+    std::printf("released: volume, stream, primary context (each step freed its own buffers)\n");
+
+    course::printStep(9, "check");
+    return verdict.finish();
+}

@@ -1,0 +1,364 @@
+#include <sys/stat.h>
+#include <unistd.h>
+#include <catch2/catch_test_macros.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "tests/harness.h"
+
+using namespace harness;
+
+namespace {
+
+const std::string kLesson = "23-graphs-that-decide";
+const std::vector<std::string> kPrograms = {"conditionals", "general_nodes", "introspect", "capture_more",
+                                            "device_launch"};
+
+// Every check line of a run said ok, and the run passed.
+void requirePassed(const RunResult& r) {
+    attachToReport(r);
+    requireRan(r);
+    REQUIRE(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    requireChecksHeld(r);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// CPU: no driver needed.
+
+TEST_CASE("Lesson 23 lists its five programs in the order make run-23 runs them", "[cpu][lesson23]") {
+    CHECK(lessonPrograms(kLesson) == kPrograms);
+}
+
+TEST_CASE("Every lesson 23 program rejects an unknown argument with a usage line and exit 2", "[cpu][lesson23]") {
+    for (const auto& program : kPrograms) checkRefusesArguments(kLesson, {"--no-such-flag"}, program);
+    // Only conditionals has a benchmark mode, and only capture_more writes a DOT file to keep.
+    for (const char* program : {"general_nodes", "introspect", "capture_more", "device_launch"}) {
+        INFO(program);
+        CHECK(runAgainstStub(kLesson, {"--bench"}, program).exitCode == 2);
+    }
+    for (const char* program : {"conditionals", "general_nodes", "introspect", "device_launch"}) {
+        INFO(program);
+        CHECK(runAgainstStub(kLesson, {"--keep-dot"}, program).exitCode == 2);
+    }
+}
+
+TEST_CASE("Every lesson 23 program fails fast at cuInit against the stub driver, naming the call",
+          "[cpu][lesson23]") {
+    for (const auto& program : kPrograms) {
+        INFO(program);
+        const RunResult r = runAgainstStub(kLesson, {}, program);
+        CHECK(r.exitCode == 1);
+        CHECK(contains(r.err, "CUDA driver call failed: cuInit(0)"));
+        CHECK(contains(r.err, "CUDA_ERROR_STUB_LIBRARY"));
+        CHECK_FALSE(contains(r.out, "Result = PASS"));
+    }
+    // The flags are parsed first, then cuInit fails.
+    CHECK(runAgainstStub(kLesson, {"--bench"}, "conditionals").exitCode == 1);
+    CHECK(runAgainstStub(kLesson, {"--keep-dot"}, "capture_more").exitCode == 1);
+}
+
+// ---------------------------------------------------------------------------
+// GPU: the programs' output.
+
+TEST_CASE("Lesson 23 conditionals: the IF body runs only when the GPU found a negative value", "[gpu][lesson23]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson, "conditionals");
+    requirePassed(r);
+    CHECK(valueOf(r.out, "IF graph nodes") ==
+          "2 (decide_any_negative, the IF node; clamp_negatives is in the IF's body)");
+    CHECK(valueOf(r.out, "with negatives") ==
+          "IF body runs so far: 1, data as the host computes: yes (negatives clamped)");
+    CHECK(valueOf(r.out, "without negatives") == "IF body runs so far: 1");
+    CHECK(checkOk(r.out, "IF body ran when the GPU found a negative value"));
+    CHECK(checkOk(r.out, "IF body was skipped when the GPU found none"));
+}
+
+TEST_CASE("Lesson 23 conditionals: the WHILE loop and the host-driven loop both need the host's 100 sweeps",
+          "[gpu][lesson23]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson, "conditionals");
+    requirePassed(r);
+    CHECK(valueOf(r.out, "host's count of sweeps needed") == "100 (65536 elements, at most 4 closer per sweep)");
+    CHECK(valueOf(r.out, "WHILE loop sweeps") == "100");
+    CHECK(valueOf(r.out, "elements at their target") == "65536 of 65536");
+    // The same exec again, on the sweep count and handle value the first launch left behind.
+    CHECK(valueOf(r.out, "second launch of the WHILE exec") == "100 sweeps, 65536 of 65536 elements at their target");
+    CHECK(valueOf(r.out, "host-driven loop sweeps") == "100");
+    CHECK(checkOk(r.out, "WHILE ran as many sweeps as the host counted"));
+    CHECK(checkOk(r.out, "WHILE left every element at its target"));
+    CHECK(checkOk(r.out, "a second launch ran the loop again from the start"));
+    CHECK(checkOk(r.out, "host-driven loop needed the same number of sweeps"));
+    CHECK(valueOf(r.out, "timings") == "run with --bench");
+    CHECK_FALSE(contains(r.out, "bench:"));
+}
+
+TEST_CASE("Lesson 23 conditionals --bench: both ways timed for 100 and 1000 sweeps, every run checked",
+          "[gpu][lesson23]") {
+    requireGpu();
+    RunOptions options;
+    options.args = {"--bench"};
+    const RunResult r = runLesson(kLesson, options, "conditionals");
+    requirePassed(r);
+    CHECK(checkOk(r.out, "every timed run needed the host's count of sweeps"));
+    // The timings are printed figures, not verdicts (the README names the GPU they came from). What
+    // is asserted: each "bench:" line is there for the host's own counts of 100 and 1000 sweeps (the
+    // label carries the count the host computed from the data), and the ratio line agrees with the
+    // two per-sweep figures of the same run (each printed rounded: 2 decimals, the ratio 1).
+    for (const char* sweeps : {"100", "1000"}) {
+        INFO(sweeps << " sweeps");
+        const double graph = benchValue(r.out, std::string("per sweep, one conditional graph, ") + sweeps + " sweeps");
+        const double host = benchValue(r.out, std::string("per sweep, host-driven loop, ") + sweeps + " sweeps");
+        const double ratio = benchValue(r.out, std::string("host-driven / conditional graph, ") + sweeps + " sweeps");
+        REQUIRE(graph != -1.0);  // -1: no such line
+        REQUIRE(host != -1.0);
+        REQUIRE(ratio != -1.0);
+        // Rounding bounds: 0.05 on the ratio, 0.005 on each per-sweep figure (taken twice here).
+        if (graph > 0.0 && host > 0.0)
+            CHECK(std::fabs(ratio - host / graph) <= 0.05 + host / graph * (0.01 / host + 0.01 / graph));
+    }
+}
+
+TEST_CASE("Lesson 23 general_nodes: seven node kinds through cuGraphAddNode, the graph waits for its producer",
+          "[gpu][lesson23]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson, "general_nodes");
+    requirePassed(r);
+    CHECK(valuesOf(r.out, "node") == std::vector<std::string>{"event wait", "memset", "child graph", "kernel",
+                                                                "memcpy", "host", "event record"});
+    CHECK(valueOf(r.out, "first launch") == "65536 of 65536 elements = 12 ((1 * 2 + 3) + 1 * 7)");
+    CHECK(valueOf(r.out, "host node when the record node's event completed") ==
+          "1 call(s), saw 65536 correct elements");
+    CHECK(valueOf(r.out, "host node") == "inspect, data the first view");
+    CHECK(valueOf(r.out, "event nodes") == "wait for produced, record finished");
+    CHECK(valueOf(r.out, "child graph node") == "1 node(s) in its graph");
+    for (const char* check : {"the graph waited for the producer's event", "the host node ran after the copy",
+                              "the event record node completed after the host node",
+                              "the getters return what cuGraphAddNode was given"}) {
+        INFO(check);
+        CHECK(checkOk(r.out, check));
+    }
+}
+
+TEST_CASE("Lesson 23 general_nodes: exec setters change the exec only, a disabled node is skipped",
+          "[gpu][lesson23]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson, "general_nodes");
+    requirePassed(r);
+    CHECK(valueOf(r.out, "second launch") ==
+          "second buffer 65536 of 65536 = 16 ((3 * 2 + 3) + 7), first buffer 65536 still -1");
+    CHECK(valueOf(r.out, "host node calls") == "first view 1, second view 1");
+    CHECK(valueOf(r.out, "graph's nodes after the exec setters") ==
+          "memset 0x3f800000, memcpy to the first buffer, host node data the first view");
+    CHECK(valueOf(r.out, "graph's add_scaled node") == "s = 3");
+    CHECK(valueOf(r.out, "third launch") == "65536 of 65536 = 23 ((3 * 2 + 3) + 2 * 7), 0 = 30 (s = 3)");
+    CHECK(valueOf(r.out, "disabled") == "cuGraphNodeGetEnabled 0, 65536 of 65536 elements = 9 (3 * 2 + 3)");
+    CHECK(valueOf(r.out, "enabled again") == "cuGraphNodeGetEnabled 1, 65536 of 65536 elements = 23");
+    for (const char* check :
+         {"the exec setters redirected the copy", "the exec's host node looked at the second view",
+          "the graph's own nodes kept their parameters", "cuGraphExecNodeSetParams changed the next launch",
+          "cuGraphNodeSetParams changed the graph, not the exec", "a disabled kernel node did not run",
+          "the enabled node ran again"}) {
+        INFO(check);
+        CHECK(checkOk(r.out, check));
+    }
+}
+
+TEST_CASE("Lesson 23 introspect: reads the diamond, rewires it into a chain, and the clone keeps its own node",
+          "[gpu][lesson23]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson, "introspect");
+    requirePassed(r);
+    CHECK(valueOf(r.out, "root nodes") == "1 (fill)");
+    CHECK(valueOf(r.out, "diamond") ==
+          "5 edges: fill -> twice, fill -> plus3, twice -> copy, plus3 -> copy, copy -> count");
+    CHECK(valueOf(r.out, "copy's dependencies") == "twice, plus3");
+    CHECK(valueOf(r.out, "fill's dependents") == "twice, plus3");
+    CHECK(valueOf(r.out, "chain") == "4 edges: fill -> twice, twice -> plus3, plus3 -> copy, copy -> count");
+    CHECK(valueOf(r.out, "plus3's dependencies") == "twice");
+    CHECK(valueOf(r.out, "after cuGraphUpload") == "65536 of 65536 elements still -1, host node calls: 0");
+    CHECK(valueOf(r.out, "chain launch") == "65536 of 65536 elements = 5 (1 * 2 + 3; plus3 first would give 8)");
+    CHECK(valueOf(r.out, "clone's twice node") == "its own handle, type kernel");
+    CHECK(valueOf(r.out, "clone launch") == "65536 of 65536 elements = 13 (1 * 10 + 3)");
+    CHECK(valueOf(r.out, "original launch") == "65536 of 65536 elements = 5");
+}
+
+TEST_CASE("Lesson 23 introspect: the user object's release callback runs once, after the graph lets go",
+          "[gpu][lesson23]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson, "introspect");
+    requirePassed(r);
+    CHECK(valueOf(r.out, "release callback calls 200 ms after our last reference went") == "0");
+    CHECK(valueOf(r.out, "release callback calls after the graph's release") == "1");
+    CHECK(valueOf(r.out, "launches the host node counted") == "3");
+    CHECK(checkOk(r.out, "the graph's reference keeps the resource"));
+    CHECK(checkOk(r.out, "the release callback ran exactly once"));
+}
+
+TEST_CASE("Lesson 23 capture_more: capture continues a graph, joins a hand-added node, a GLOBAL thread mode "
+          "refuses cuMemAlloc and a RELAXED one lets it through",
+          "[gpu][lesson23]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson, "capture_more");
+    requirePassed(r);
+    CHECK(valueOf(r.out, "cuStreamEndCapture returned") == "the graph given to the capture");
+    CHECK(valueOf(r.out, "continued graph nodes") == "4 (the memset + 3 captured), root nodes: 1");
+    CHECK(valueOf(r.out, "continued graph launch") == "65536 of 65536 elements = 50 ((1 * 2 + 3) * 10)");
+    CHECK(valueOf(r.out, "capture status") == "CU_STREAM_CAPTURE_STATUS_ACTIVE, 1 dependency for the next node");
+    CHECK(valueOf(r.out, "the hand-added node depends on") == "the node the capture reported");
+    CHECK(valueOf(r.out, "nodes that depend on the hand-added one") == "1");
+    CHECK(valueOf(r.out, "joined graph launch") == "65536 of 65536 elements = 70 ((2 * 2 + 3) * 10)");
+    // GLOBAL: the thread's default mode (cuda.h), so both exchanges hand it back.
+    const std::string global = "thread mode CU_STREAM_CAPTURE_MODE_GLOBAL, ";
+    const std::string relaxed = "thread mode CU_STREAM_CAPTURE_MODE_RELAXED, ";
+    CHECK(valueOf(r.out, global + "the exchange handed back") == "CU_STREAM_CAPTURE_MODE_GLOBAL");
+    CHECK(valueOf(r.out, relaxed + "the exchange handed back") == "CU_STREAM_CAPTURE_MODE_GLOBAL");
+    const auto refused = valueOf(r.out, global + "cuMemAlloc in the capture");
+    REQUIRE(refused);
+    CHECK(refused->rfind("CUDA_SUCCESS", 0) != 0);  // which error: printed, not asserted
+    CHECK(contains(r.err, "CUDA driver call failed: cuMemAlloc(&scratch, 4096)"));
+    CHECK(valueOf(r.out, relaxed + "cuMemAlloc in the capture") ==
+          "CUDA_SUCCESS, capture status after it: CU_STREAM_CAPTURE_STATUS_ACTIVE");
+    CHECK(valueOf(r.out, relaxed + "cuStreamEndCapture") == "CUDA_SUCCESS, graph returned");
+    CHECK(valueOf(r.out, "DOT file names the kernel axpb") == "yes");
+    // The plain run leaves no DOT file behind (and never writes into its working directory, /):
+    // the line reports what remove and rmdir answered.
+    CHECK(valueOf(r.out, "DOT file and its folder removed") == "yes (--keep-dot keeps them)");
+    for (const char* check : {"the hand-added node depends on the node the capture reported",
+                              "the next captured node depends on the hand-added node",
+                              "a GLOBAL thread mode refused cuMemAlloc during the capture",
+                              "a RELAXED thread mode let cuMemAlloc through the capture",
+                              "the DOT file names the graph's kernel",
+                              "the program removed the DOT file and its folder"}) {
+        INFO(check);
+        CHECK(checkOk(r.out, check));
+    }
+}
+
+TEST_CASE("Lesson 23 capture_more --keep-dot: the DOT file is in a new folder of mode 0700 under TMPDIR",
+          "[gpu][lesson23]") {
+    requireGpu();
+    RunOptions options;
+    options.args = {"--keep-dot"};
+    options.setEnv["TMPDIR"] = scratchDir();
+    const RunResult r = runLesson(kLesson, options, "capture_more");
+    requirePassed(r);
+    CHECK_FALSE(contains(r.out, "check the program removed the DOT file"));  // kept on purpose
+    const auto path = valueOf(r.out, "DOT file kept at");
+    REQUIRE(path);
+    CHECK(path->rfind(scratchDir() + "/lesson23-dot-", 0) == 0);
+    const std::string folder = path->substr(0, path->rfind('/'));
+    struct stat info {};
+    REQUIRE(stat(folder.c_str(), &info) == 0);
+    CHECK((info.st_mode & 0777) == 0700);  // mkdtemp's mode: no other user can plant a file there
+    const std::string dot = readText(*path);
+    CHECK(contains(dot, "axpb"));
+    // cuda.h:21282: the file holds the topology. The graph has four edges; "->" is how DOT writes
+    // an edge of a directed graph, so at least one must be there (the file's layout is the driver's).
+    CHECK(contains(dot, "->"));
+    std::remove(path->c_str());
+    rmdir(folder.c_str());
+}
+
+TEST_CASE("Lesson 23 device_launch: the refusal names the host node, and a kernel launches the graph three times",
+          "[gpu][lesson23]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson, "device_launch");
+    requirePassed(r);
+    CHECK(valueOf(r.out, "result_out") == "CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED");
+    CHECK(valueOf(r.out, "hErrNode_out") == "the host node");
+    CHECK(contains(r.err, "CUDA driver call failed: cuGraphInstantiateWithParams"));
+    CHECK(valueOf(r.out, "instantiate for device launch, kernel node only") == "CUDA_GRAPH_INSTANTIATE_SUCCESS");
+    CHECK(valueOf(r.out, "counter after cuGraphUpload") == "0");
+    CHECK(valueOf(r.out, "device-side cudaGraphLaunch, first error code") == "0 (0: none)");
+    CHECK(valueOf(r.out, "counter after 3 launches of the launcher graph") == "3");
+    CHECK(valueOf(r.out, "counter after one cuGraphLaunch from the host") == "4");
+}
+
+// ---------------------------------------------------------------------------
+// GPU: the driver itself, without the lesson.
+
+TEST_CASE("The driver refuses to clone a graph with a conditional node or to embed it as a child graph",
+          "[gpu][lesson23]") {
+    requireGpu();
+#if CUDA_VERSION >= 12040
+    if (driver().driverVersion() < 12040) SKIP("the driver supports CUDA below 12.4");
+    CurrentPrimaryContext context;
+    auto graphCreate = DRIVER_FUNCTION(driver(), cuGraphCreate);
+    auto graphDestroy = DRIVER_FUNCTION(driver(), cuGraphDestroy);
+    auto handleCreate = DRIVER_FUNCTION(driver(), cuGraphConditionalHandleCreate);
+    auto addNode = DRIVER_FUNCTION(driver(), cuGraphAddNode);  // cuGraphAddNode_v2 with 13.0's cuda.h
+    auto clone = DRIVER_FUNCTION(driver(), cuGraphClone);
+    auto addChild = DRIVER_FUNCTION(driver(), cuGraphAddChildGraphNode);
+    REQUIRE((graphCreate && graphDestroy && handleCreate && addNode && clone && addChild));
+    CUgraph graph = nullptr;
+    REQUIRE(graphCreate(&graph, 0) == CUDA_SUCCESS);
+    const Cleanup destroyGraph([&] { graphDestroy(graph); });
+    CUgraphConditionalHandle handle = 0;
+    REQUIRE(handleCreate(&handle, graph, context.context(), 0, 0) == CUDA_SUCCESS);
+    CUgraphNodeParams params{};
+    params.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    params.conditional.handle = handle;
+    params.conditional.type = CU_GRAPH_COND_TYPE_IF;
+    params.conditional.size = 1;
+    params.conditional.ctx = context.context();
+    CUgraphNode node = nullptr;
+#if CUDA_VERSION >= 13000
+    REQUIRE(addNode(&node, graph, nullptr, nullptr, 0, &params) == CUDA_SUCCESS);
+#else
+    REQUIRE(addNode(&node, graph, nullptr, 0, &params) == CUDA_SUCCESS);
+#endif
+    // cuda.h (CU_GRAPH_NODE_TYPE_CONDITIONAL, cuGraphClone, cuGraphAddChildGraphNode): such a graph
+    // "cannot be cloned" and "cannot be used in a child node".
+    CUgraph copy = nullptr;
+    const CUresult cloned = clone(&copy, graph);
+    CHECK(cloned != CUDA_SUCCESS);
+    if (cloned == CUDA_SUCCESS) graphDestroy(copy);
+    CUgraph parent = nullptr;
+    REQUIRE(graphCreate(&parent, 0) == CUDA_SUCCESS);
+    const Cleanup destroyParent([&] { graphDestroy(parent); });
+    CUgraphNode child = nullptr;
+    CHECK(addChild(&child, parent, nullptr, 0, graph) != CUDA_SUCCESS);
+#else
+    SKIP("conditional nodes need CUDA 12.4 headers here; the lesson's programs skip too");
+#endif
+}
+
+TEST_CASE("The driver answers cuStreamUpdateCaptureDependencies on a stream that is not capturing with "
+          "CUDA_ERROR_ILLEGAL_STATE",
+          "[gpu][lesson23]") {
+    requireGpu();
+#if CUDA_VERSION >= 12040
+    if (driver().driverVersion() < 12040) SKIP("the driver supports CUDA below 12.4");
+    CurrentPrimaryContext context;
+    auto streamCreate = DRIVER_FUNCTION(driver(), cuStreamCreate);
+    auto streamDestroy = DRIVER_FUNCTION(driver(), cuStreamDestroy);
+    auto graphCreate = DRIVER_FUNCTION(driver(), cuGraphCreate);
+    auto graphDestroy = DRIVER_FUNCTION(driver(), cuGraphDestroy);
+    auto addEmpty = DRIVER_FUNCTION(driver(), cuGraphAddEmptyNode);
+    auto update = DRIVER_FUNCTION(driver(), cuStreamUpdateCaptureDependencies);  // _v2 with 13.0's cuda.h
+    REQUIRE((streamCreate && streamDestroy && graphCreate && graphDestroy && addEmpty && update));
+    CUstream stream = nullptr;
+    REQUIRE(streamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    const Cleanup destroyStream([&] { streamDestroy(stream); });
+    CUgraph graph = nullptr;
+    REQUIRE(graphCreate(&graph, 0) == CUDA_SUCCESS);
+    const Cleanup destroyGraph([&] { graphDestroy(graph); });
+    CUgraphNode node = nullptr;
+    REQUIRE(addEmpty(&node, graph, nullptr, 0) == CUDA_SUCCESS);
+    // cuda.h: "Returns CUDA_ERROR_ILLEGAL_STATE if the stream is not capturing."
+#if CUDA_VERSION >= 13000
+    CHECK(update(stream, &node, nullptr, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES) == CUDA_ERROR_ILLEGAL_STATE);
+#else
+    CHECK(update(stream, &node, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES) == CUDA_ERROR_ILLEGAL_STATE);
+#endif
+#else
+    SKIP("the lesson's capture calls need CUDA 12.4 headers here");
+#endif
+}
