@@ -25,22 +25,6 @@ std::pair<int, int> priorityRange(const std::string& out) {
     return {std::stoi(m[1]), std::stoi(m[2])};
 }
 
-// Every "check NAME" the run printed is "ok", or, for the names in `mayBeSkipped` (the ordering
-// checks whose control read the same as the waited read), a SKIP that gives its reason.
-void requireChecksHeldOrSkipped(const RunResult& r, const std::vector<std::string>& mayBeSkipped) {
-    const std::vector<std::string> checks = checkLines(r.out);
-    REQUIRE_FALSE(checks.empty());
-    for (const std::string& line : checks) {
-        INFO(line);
-        bool skippable = false;
-        for (const std::string& name : mayBeSkipped)
-            skippable = skippable || line.rfind("check " + name + ": ", 0) == 0;
-        if (skippable && line.find(": SKIP (") != std::string::npos) continue;
-        CHECK(line.size() > 4);
-        CHECK(line.substr(line.size() - 4) == ": ok");
-    }
-}
-
 // "12.5 us" -> 12.5; -1 when the text is not a number of microseconds.
 double microseconds(const std::optional<std::string>& text) {
     const std::regex us("([0-9]+\\.[0-9]) us");

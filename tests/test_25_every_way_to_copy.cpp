@@ -19,21 +19,6 @@ const std::vector<std::string> kPrograms = {"batched_gather", "batched_3d", "cop
                                             "array_copies",   "mipmaps",    "deferred_and_sparse",
                                             "fills",          "pointers",   "copy_bench"};
 
-// Every "check NAME" the run printed is "ok", or, for the names in `mayBeSkipped`, a SKIP that
-// gives its reason.
-void requireChecksHeldOrSkipped(const RunResult& r, const std::vector<std::string>& mayBeSkipped) {
-    const std::vector<std::string> checks = checkLines(r.out);
-    REQUIRE_FALSE(checks.empty());
-    for (const std::string& line : checks) {
-        INFO(line);
-        bool skippable = false;
-        for (const std::string& name : mayBeSkipped)
-            skippable = skippable || line.rfind("check " + name + ": ", 0) == 0;
-        if (skippable && line.find(": SKIP (") != std::string::npos) continue;
-        CHECK(line.substr(line.size() - 4) == ": ok");
-    }
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
