@@ -20,7 +20,7 @@ const std::vector<std::string> kPrograms = {"libraries", "contexts", "modules", 
 void requireNamedChecksOk(const RunResult& r, const std::vector<std::string>& names) {
     for (const auto& name : names) {
         INFO(name);
-        CHECK(valueOf(r.out, "check " + name) == "ok");
+        CHECK(checkOk(r.out, name));
     }
 }
 
