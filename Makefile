@@ -12,8 +12,8 @@
 #                        _CXXFLAGS      extra host compiler flags
 #                        _CUDART := yes link the CUDA runtime even without a *.cu file
 #                        _KERNEL_FLAGS  extra nvcc flags for kernels/*.cu (-rdc=true)
-#                        _SETUP         optional dependencies common/tools/setup.sh looks for (egl):
-#                                       build/setup/egl.cflags and egl.libs say what it found
+#                        _SETUP         optional dependencies common/tools/setup.sh looks for (egl gl
+#                                       vulkan): build/setup/DEP.cflags and DEP.libs say what it found
 #                        _BENCH := yes  the program has a --bench mode (make bench runs it);
 #                                       with _PROGRAMS, the names of the programs that have one
 #                        _RUN_ALONE     the programs that time something or compare free device
@@ -21,7 +21,8 @@
 #                                       (build/NN-topic/run-alone.txt); the others run in parallel
 #                        _PROGRAMS      several programs, run in this order by make run-NN:
 #                                       program P is P.cpp plus the files in _P_SOURCES
-#                                       (other .cpp or .cu files of the lesson folder)
+#                                       (other .cpp or .cu files of the lesson folder),
+#                                       linked with _LDLIBS and its own _P_LDLIBS
 #                                       -> build/NN-topic/P
 #
 # `make help` lists the targets.
@@ -116,7 +117,7 @@ $(1)_$(2)_OBJS := $$(patsubst %.cpp,$(BUILD)/%.o,$$(filter %.cpp,$(3))) \
                   $$(patsubst %.cu,$(BUILD)/%.cu.o,$$(filter %.cu,$(3)))
 $(BUILD)/$(1)/$(2): $$($(1)_$(2)_OBJS)
 	@echo "  LINK    $$@"
-	$(Q)$(CXX) -o $$@ $$^ $(LDFLAGS) $$($(1)_LDLIBS) $$(if $$(or $$(filter %.cu,$(3)),$$($(1)_CUDART)),$(CUDART)) -lcuda
+	$(Q)$(CXX) -o $$@ $$^ $(LDFLAGS) $$($(1)_LDLIBS) $$($(1)_$(2)_LDLIBS) $$(if $$(or $$(filter %.cu,$(3)),$$($(1)_CUDART)),$(CUDART)) -lcuda
 endef
 
 define LESSON_RULES
@@ -211,15 +212,16 @@ $(HEADER_CHECK_DIR)/%.ok: %.cpp
 
 # ---------------------------------------------------------------------------
 # Set-up: installs what a fresh Debian 12 machine lacks (see common/tools/setup.sh).
-# Catch2 is needed by the tests alone. EGL is optional: lesson 10 is built without it
-# and says so when run. Its check runs on every build (it is quick), and egl.ok changes
-# only when what was found changes, so lesson 10 is rebuilt exactly then.
+# Catch2 is needed by the tests alone. EGL, OpenGL and Vulkan are optional: the programs that
+# use them (lessons 10, 27) are built without them and say so when run. Each check runs on every
+# build (it is quick), and DEP.ok changes only when what was found changes, so those lessons are
+# rebuilt exactly then.
 $(BUILD)/setup/catch2.ok: common/tools/setup.sh
 	$(Q)common/tools/setup.sh catch2
 	@mkdir -p $(@D) && touch $@
 
-$(BUILD)/setup/egl.ok: common/tools/setup.sh FORCE
-	$(Q)common/tools/setup.sh egl $(@D)
+$(BUILD)/setup/egl.ok $(BUILD)/setup/gl.ok $(BUILD)/setup/vulkan.ok: $(BUILD)/setup/%.ok: common/tools/setup.sh FORCE
+	$(Q)common/tools/setup.sh $* $(@D)
 
 .PHONY: FORCE
 FORCE:

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # setup.sh catch2        — makes sure Catch2 v3 (>= 3.4) is there for `make test`; installs it
 #                          on Debian/Ubuntu as root. Fails with what to install otherwise.
-# setup.sh egl OUT_DIR   — looks for the EGL headers and libEGL.so (lesson 10's optional
-#                          dependency; package libegl-dev), tries once to install them as root,
-#                          and writes what the build should use into OUT_DIR:
-#                            egl.cflags  empty, or -DCOURSE_NO_EGL (lesson 10 then runs as SKIP)
-#                            egl.libs    -lEGL, or empty
-#                            egl.ok      touched only when that changes (make rebuilds lesson 10)
+# setup.sh DEP OUT_DIR   — DEP is one of the optional dependencies of some lessons' programs:
+#                            egl     EGL headers and libEGL.so  (libegl-dev; lessons 10 and 27)
+#                            gl      OpenGL headers and libOpenGL.so (libgl-dev libopengl-dev; lesson 27)
+#                            vulkan  Vulkan headers and libvulkan.so (libvulkan-dev; lesson 27)
+#                          It looks for them, tries once to install them as root, and writes what
+#                          the build should use into OUT_DIR:
+#                            DEP.cflags  empty, or -DCOURSE_NO_EGL / _GL / _VULKAN (the programs
+#                                        that need it then print Result = SKIP and exit 77)
+#                            DEP.libs    -lEGL / -lOpenGL / -lvulkan, or empty
+#                            DEP.ok      touched only when that changes (make rebuilds those programs)
 #                          It never fails the build.
 # Installing never leaves the package manager's own output as the last word: it goes to a log,
 # and a short paragraph says what happened and what to do.
@@ -17,7 +21,7 @@
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=apt-mirror.sh
 . "$(dirname "$0")/apt-mirror.sh"
-what=${1:?usage: setup.sh catch2 | setup.sh egl OUT_DIR}
+what=${1:?usage: setup.sh catch2 | setup.sh egl|gl|vulkan OUT_DIR}
 root=${COURSE_SETUP_ROOT:-}
 multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 
@@ -25,9 +29,10 @@ have_catch2() {
     if [ -z "$root" ] && pkg-config --exists 'catch2-with-main >= 3.4' 2>/dev/null; then return 0; fi
     [ -n "${CATCH2_PREFIX:-}" ] && [ -f "$CATCH2_PREFIX/include/catch2/catch_test_macros.hpp" ]
 }
-have_egl() {
-    [ -f "$root/usr/include/EGL/egl.h" ] || return 1
-    [ -e "$root/usr/lib/$multiarch/libEGL.so" ] || [ -e "$root/usr/lib/libEGL.so" ]
+# have_optional HEADER LIBRARY: the header under /usr/include and the link-time library (.so).
+have_optional() {
+    [ -f "$root/usr/include/$1" ] || return 1
+    [ -e "$root/usr/lib/$multiarch/$2" ] || [ -e "$root/usr/lib/$2" ]
 }
 
 can_apt() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
@@ -71,26 +76,33 @@ setup: make test needs Catch2 v3 (>= 3.4), and it could not be installed: $(why_
 MSG
     exit 1
     ;;
-egl)
-    out=${2:?usage: setup.sh egl OUT_DIR}
+egl | gl | vulkan)
+    out=${2:?usage: setup.sh $what OUT_DIR}
+    case "$what" in  # header, library, packages, flag, library to link, who needs it
+    egl) set -- EGL/egl.h libEGL.so "libegl-dev" COURSE_NO_EGL -lEGL "lessons 10 and 27" EGL ;;
+    gl) set -- GL/gl.h libOpenGL.so "libgl-dev libopengl-dev" COURSE_NO_GL -lOpenGL "lesson 27" OpenGL ;;
+    vulkan) set -- vulkan/vulkan.h libvulkan.so "libvulkan-dev" COURSE_NO_VULKAN -lvulkan "lesson 27" Vulkan ;;
+    esac
+    header=$1 library=$2 packages=$3 flag=$4 link=$5 who=$6 name=$7
     mkdir -p "$out"
-    if ! have_egl && [ ! -e "$out/egl.tried" ]; then
-        touch "$out/egl.tried"  # one try per build folder: an offline machine is not asked again
-        echo "setup: EGL headers not found (lesson 10); trying to install libegl-dev"
-        can_apt && apt_install libegl-dev
-        have_egl || cat >&2 <<MSG
+    if ! have_optional "$header" "$library" && [ ! -e "$out/$what.tried" ]; then
+        touch "$out/$what.tried"  # one try per build folder: an offline machine is not asked again
+        echo "setup: $name headers not found ($who); trying to install $packages"
+        # shellcheck disable=SC2086 # the package list is meant to split
+        can_apt && apt_install $packages
+        have_optional "$header" "$library" || cat >&2 <<MSG
 
-setup: lesson 10 is built without EGL: $(why_not). Lessons 01-09 and 11+ are not affected;
-       lesson 10 will print Result = SKIP. To run it, install the EGL headers as root
-       (Debian/Ubuntu: apt-get install libegl-dev), then run make again.
+setup: the $name programs of $who are built without $name: $(why_not). The other lessons
+       are not affected; those programs will print Result = SKIP. To run them, install the
+       $name headers as root (Debian/Ubuntu: apt-get install $packages), then run make again.
 MSG
     fi
-    if have_egl; then cflags=""; libs="-lEGL"; else cflags="-DCOURSE_NO_EGL"; libs=""; fi
-    if [ "$(cat "$out/egl.cflags" 2>/dev/null)" != "$cflags" ] || [ "$(cat "$out/egl.libs" 2>/dev/null)" != "$libs" ] ||
-        [ ! -e "$out/egl.ok" ]; then
-        printf '%s\n' "$cflags" >"$out/egl.cflags"
-        printf '%s\n' "$libs" >"$out/egl.libs"
-        touch "$out/egl.ok"
+    if have_optional "$header" "$library"; then cflags=""; libs=$link; else cflags="-D$flag"; libs=""; fi
+    if [ "$(cat "$out/$what.cflags" 2>/dev/null)" != "$cflags" ] || [ "$(cat "$out/$what.libs" 2>/dev/null)" != "$libs" ] ||
+        [ ! -e "$out/$what.ok" ]; then
+        printf '%s\n' "$cflags" >"$out/$what.cflags"
+        printf '%s\n' "$libs" >"$out/$what.libs"
+        touch "$out/$what.ok"
     fi
     exit 0
     ;;
