@@ -33,7 +33,7 @@ std::string sizeText(size_t bytes) {
 }
 
 // Pinned must beat pageable by at least this factor (median rates at the largest size).
-// Observed at 16 MiB: 3.75-5.47 x on H100s, 3.93-5.72 x on H200s. A pageable copy's own rate
+// Observed at 16 MiB: 3.75-5.47 x on H100s, 3.30-5.72 x on H200s. A pageable copy's own rate
 // varies from run to run (two measurements of the same pageable upload in one run were 1.43 x
 // and 1.72 x apart on H100s), so the bound sits above that and well below the real factor.
 constexpr double kPinnedOverPageable = 2.0;
