@@ -3,29 +3,10 @@
 // The x86-64 stub libcuda.so that programs link against does not export the cuEGL*
 // functions (the real driver does, and an aarch64 Tegra toolkit's stub does too), so
 // calling them directly fails to link here. Looking them up with cuGetProcAddress
-// (lesson 08) links everywhere and turns "this driver lacks it" into a printed answer.
+// (lesson 08) links everywhere and turns "this driver lacks it" into a printed answer:
+// resolveDriverFunction, in common/driver_function.h (lesson 27 resolves its OpenGL
+// interop functions the same way).
 #pragma once
 
-#include <cuda.h>
+#include "../common/driver_function.h"
 
-#include <cstdio>
-
-#include "../common/check_driver.h"
-#include "../common/cuda_compat.h"
-
-// Resolves `symbol` into `function` and prints "driver entry point SYMBOL: found / not found".
-// `abiVersion` is the version its PFN typedef names (PFN_..._v7000 -> 7000): cuGetProcAddress
-// returns the newest ABI not newer than that, so the pointer has the type it is cast to even
-// after a later driver adds another ABI under the same name.
-template <typename Function>
-bool resolveDriverFunction(const char* symbol, int abiVersion, Function& function) {
-    void* address = nullptr;
-    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    // A function this driver lacks is an answer, not an error: cuGetProcAddress returns
-    // CUDA_SUCCESS with a NULL pointer (and, from CUDA 12.0, SYMBOL_NOT_FOUND in `status`).
-    CHECK_DRIVER(course::getProcAddress(symbol, &address, abiVersion, CU_GET_PROC_ADDRESS_DEFAULT, &status));
-    const bool found = status == CU_GET_PROC_ADDRESS_SUCCESS && address != nullptr;
-    function = found ? reinterpret_cast<Function>(address) : nullptr;
-    std::printf("driver entry point %s: %s\n", symbol, found ? "found" : "not found");
-    return found;
-}

@@ -1,6 +1,8 @@
 // egl_display.h — a headless EGL display on one CUDA device, shared by egl_stream and
 // egl_sync: no window system, no X server, only the GPU (EGL_EXT_platform_device)
 // and the extension that says which CUDA device an EGL device is (EGL_NV_device_cuda).
+// The code is common/egl_device.h (lesson 27 opens the same display); this lesson links
+// libEGL, and egl_display.cpp hands that header the linked functions.
 #pragma once
 
 #include "egl_config.h"
@@ -10,21 +12,15 @@
 #include <EGL/eglext.h>
 #include <cuda.h>
 
-#include <string>
+#include "../common/egl_device.h"
+
+using DeviceDisplay = course::EglDeviceDisplay;
 
 // Is `name` one of the space-separated words of an EGL extension string (which may be NULL)?
 bool hasExtension(const char* list, const char* name);
 const char* yesNo(bool value);
 // EGL reports failures through eglGetError, not through return codes: prints the call and the code.
 void reportEglError(const char* call);
-
-struct DeviceDisplay {
-    EGLDisplay display = EGL_NO_DISPLAY;  // initialised, or EGL_NO_DISPLAY
-    EGLint major = 0;
-    EGLint minor = 0;
-    const char* extensions = nullptr;  // the display's extension string
-    std::string unavailable;           // why there is no display; empty when there is one
-};
 
 // Prints the client extensions it needs, how many EGL devices the machine has, which of
 // them is `device`, and the display's EGL version; every reason for "no display" ends up

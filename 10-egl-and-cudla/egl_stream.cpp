@@ -84,15 +84,15 @@ void disconnectStream(EGLDisplay display, const CudaEglStream& cuda, ConnectedSt
 
 // Step 2's lookups: one "driver entry point" line each; true when every one was found.
 bool resolveStreamFunctions(CudaEglStream& cuda) {
-    bool found = resolveDriverFunction("cuEGLStreamConsumerConnect", 7000, cuda.consumerConnect);
-    found = resolveDriverFunction("cuEGLStreamConsumerDisconnect", 7000, cuda.consumerDisconnect) && found;
-    found = resolveDriverFunction("cuEGLStreamConsumerAcquireFrame", 7000, cuda.consumerAcquireFrame) && found;
-    found = resolveDriverFunction("cuEGLStreamConsumerReleaseFrame", 7000, cuda.consumerReleaseFrame) && found;
-    found = resolveDriverFunction("cuGraphicsResourceGetMappedEglFrame", 7000, cuda.getMappedEglFrame) && found;
-    found = resolveDriverFunction("cuEGLStreamProducerConnect", 7000, cuda.producerConnect) && found;
-    found = resolveDriverFunction("cuEGLStreamProducerDisconnect", 7000, cuda.producerDisconnect) && found;
-    found = resolveDriverFunction("cuEGLStreamProducerPresentFrame", 7000, cuda.producerPresentFrame) && found;
-    found = resolveDriverFunction("cuEGLStreamProducerReturnFrame", 7000, cuda.producerReturnFrame) && found;
+    bool found = course::resolveDriverFunction("cuEGLStreamConsumerConnect", 7000, cuda.consumerConnect);
+    found = course::resolveDriverFunction("cuEGLStreamConsumerDisconnect", 7000, cuda.consumerDisconnect) && found;
+    found = course::resolveDriverFunction("cuEGLStreamConsumerAcquireFrame", 7000, cuda.consumerAcquireFrame) && found;
+    found = course::resolveDriverFunction("cuEGLStreamConsumerReleaseFrame", 7000, cuda.consumerReleaseFrame) && found;
+    found = course::resolveDriverFunction("cuGraphicsResourceGetMappedEglFrame", 7000, cuda.getMappedEglFrame) && found;
+    found = course::resolveDriverFunction("cuEGLStreamProducerConnect", 7000, cuda.producerConnect) && found;
+    found = course::resolveDriverFunction("cuEGLStreamProducerDisconnect", 7000, cuda.producerDisconnect) && found;
+    found = course::resolveDriverFunction("cuEGLStreamProducerPresentFrame", 7000, cuda.producerPresentFrame) && found;
+    found = course::resolveDriverFunction("cuEGLStreamProducerReturnFrame", 7000, cuda.producerReturnFrame) && found;
     return found;
 }
 

@@ -90,8 +90,8 @@ int main(int argc, char** argv) {
     course::printStep(2, "resolve the CUDA-EGL sync and image functions with cuGetProcAddress");
     PFN_cuEventCreateFromEGLSync_v9000 eventCreateFromEglSync = nullptr;
     PFN_cuGraphicsEGLRegisterImage_v7000 registerImage = nullptr;
-    const bool fromSyncFound = resolveDriverFunction("cuEventCreateFromEGLSync", 9000, eventCreateFromEglSync);
-    const bool registerImageFound = resolveDriverFunction("cuGraphicsEGLRegisterImage", 7000, registerImage);
+    const bool fromSyncFound = course::resolveDriverFunction("cuEventCreateFromEGLSync", 9000, eventCreateFromEglSync);
+    const bool registerImageFound = course::resolveDriverFunction("cuGraphicsEGLRegisterImage", 7000, registerImage);
 
     // Step 3: a display on this GPU (egl_display.cpp) and the display extensions used below.
     course::printStep(3, "EGL display on the device platform");

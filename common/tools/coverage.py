@@ -365,7 +365,7 @@ def lesson_sources(root, lesson):
 
 def common_helpers(root, header):
     """course::NAME -> driver functions its body calls (the common/ headers' inline functions)."""
-    helpers = {}
+    helpers, nested = {}, {}
     keywords = {"if", "for", "while", "switch", "catch", "return", "sizeof", "defined"}
     for path in sorted((pathlib.Path(root) / "common").glob("*.h")):
         code = compiled_for(strip_code(path.read_text(errors="replace")), header.version)
@@ -382,9 +382,14 @@ def common_helpers(root, header):
             taken_until = j
             body = code[m.end():j]
             called = {header.fold(c) for c in re.findall(r"\b(cu[A-Z]\w*)\s*\(", body)}
-            if called and not m.group(1).startswith("cu"):
+            if not m.group(1).startswith("cu"):
                 helpers.setdefault(m.group(1), set()).update(called)
-    return helpers
+                nested.setdefault(m.group(1), set()).update(re.findall(r"\bcourse\s*::\s*([A-Za-z_]\w*)\s*\(", body))
+    # A helper that calls another (course::resolveDriverFunction -> course::getProcAddress) calls what it calls.
+    for name in helpers:
+        for other in nested.get(name, ()):
+            helpers[name] |= helpers.get(other, set())
+    return {name: called for name, called in helpers.items() if called}
 
 
 def scan_lessons(root, header, helpers):
