@@ -1,0 +1,288 @@
+// Lesson 27, program 3 — device memory exported as a Linux dma-buf, and what that descriptor is for.
+//
+// A dma-buf is the Linux kernel's way to share a buffer between device drivers: a file descriptor
+// that another driver (a network card's, a video decoder's, another GPU API's) can import and
+// then reach the memory directly. cuMemGetHandleForAddressRange turns a range of CUDA device
+// memory into such a descriptor. The program asks the kernel what the descriptor is (its size and
+// its exporter, from /proc/self/fdinfo), tries to import it back into CUDA (cuda.h: supported
+// only on Jetson Thor and later), and closes it. Last, cuFlushGPUDirectRDMAWrites: what a
+// consumer of GPU memory calls after a third-party device wrote into it through RDMA.
+//
+//   dma_buf               the walkthrough
+//   dma_buf --device N    another GPU
+#include <cuda.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+
+namespace {
+
+constexpr size_t kExportBytes = 4u << 20;  // the range exported: 4 MiB, a multiple of any host page size
+// The version the dma-buf part is guarded with. What the headers at hand show: 11.8's cuda.h
+// declares cuMemGetHandleForAddressRange and CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED (11.8 cuda.h:10074
+// and :739; 12.4 cuda.h:11857 and :808), and cudaTypedefs.h (11.8, 12.4 and 13.0) names the call's
+// type PFN_cuMemGetHandleForAddressRange_v11070. No header older than 11.8 was at hand: 11.7 is the
+// number in that name, not a release the course looked into.
+constexpr int kDmaBufVersion = 11070;
+constexpr const char* kDmaBufWhy =
+    "the course uses cuMemGetHandleForAddressRange from 11.7 on (cudaTypedefs.h: "
+    "PFN_cuMemGetHandleForAddressRange_v11070)";
+
+// What the program writes into the range: a multiplicative hash, different in every word.
+uint32_t pattern(size_t i) {
+    return 2246822519u * static_cast<uint32_t>(i + 1);
+}
+
+#if CUDA_VERSION >= 11070
+// The check of step 5. It can run only where the import back is supported (cuda.h: Tegra Jetson,
+// Thor on); elsewhere it prints SKIP with the reason and decides nothing. It has no mutant: no GPU
+// the course runs on (H100, H200) can reach it, so a mutant could never be caught there.
+constexpr const char* kImportCheck = "the dma-buf imported back reads as the words written";
+
+// A check that cannot run on this machine: its line, with the reason, where it would run.
+void skipCheck(const char* name, const std::string& reason) {
+    std::printf("check %s: SKIP (%s)\n", name, reason.c_str());
+}
+
+// One "label:\tvalue" line of /proc/self/fdinfo/FD, or empty.
+std::string fdinfoValue(int fd, const std::string& label) {
+    std::ifstream info("/proc/self/fdinfo/" + std::to_string(fd));
+    for (std::string line; std::getline(info, line);) {
+        if (line.rfind(label + ":", 0) != 0) continue;
+        const size_t value = line.find_first_not_of(" \t", label.size() + 1);
+        return value == std::string::npos ? "" : line.substr(value);
+    }
+    return "";
+}
+
+// A whole decimal number of bytes, as fdinfo lists it; false for anything else (strtoull with an
+// end-pointer check: no sign, no trailing text, no overflow).
+bool parseBytes(const std::string& text, unsigned long long& value) {
+    if (text.empty() || text[0] < '0' || text[0] > '9') return false;
+    char* end = nullptr;
+    errno = 0;
+    value = std::strtoull(text.c_str(), &end, 10);
+    return errno == 0 && end != nullptr && *end == '\0';
+}
+
+std::string fdTarget(int fd) {
+    char target[256] = {};
+    const ssize_t length = readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), target, sizeof(target) - 1);
+    return length > 0 ? std::string(target, static_cast<size_t>(length)) : "(unreadable)";
+}
+#endif
+
+const char* flushOptionsText(int options) {
+    switch (options & 3) {
+        case 0: return "none";
+        case CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST: return "HOST";
+        case CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_MEMOPS: return "MEMOPS";
+        default: return "HOST | MEMOPS";
+    }
+}
+
+#if CUDA_VERSION >= 13000
+// Step 5: the dma-buf imported back into CUDA. cuda.h (cuda.h:16324-16331): the descriptor must
+// reference a dma_buf, the flags must be zero, and "Importing a dma_buf object is supported only
+// on Tegra Jetson platform starting with Thor series". The program tries anyway. The answer that
+// means "not here" is CUDA_ERROR_NOT_SUPPORTED ("not supported on the current system or device",
+// cuda.h:2998-3002; the H100 and H200 runs gave it): then the check prints SKIP with cuda.h's
+// reason. Any other refusal is a real failure: reported, exit 1. cuda.h gives the OPAQUE_FD
+// descriptor to the driver on a successful import and says nothing of a DMABUF_FD one, so the
+// program hands over a duplicate and, after a success, leaves it alone.
+void importBack(int fd, const std::vector<uint32_t>& expected, course::Verdict& verdict) {
+    CUDA_EXTERNAL_MEMORY_HANDLE_DESC desc{};
+    desc.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_DMABUF_FD;
+    desc.handle.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (desc.handle.fd < 0) {
+        const int error = errno;
+        std::fflush(stdout);
+        std::fprintf(stderr, "fcntl(fd, F_DUPFD_CLOEXEC, 0) failed: %s (errno %d)\n", std::strerror(error), error);
+        std::exit(EXIT_FAILURE);
+    }
+    desc.size = kExportBytes;
+    desc.flags = 0;
+    CUexternalMemory external = nullptr;
+    const CUresult imported = cuImportExternalMemory(&external, &desc);
+    std::printf("cuImportExternalMemory(CU_EXTERNAL_MEMORY_HANDLE_TYPE_DMABUF_FD): %s\n",
+                course::driverErrorName(imported));
+    if (imported != CUDA_SUCCESS) close(desc.handle.fd);  // not imported: the duplicate is still the program's
+    if (imported == CUDA_ERROR_NOT_SUPPORTED) {
+        skipCheck(kImportCheck,
+                  "cuda.h: importing a dma_buf is supported only on Tegra Jetson platforms, from the Thor series on");
+        return;
+    }
+    CHECK_DRIVER(imported);  // any other answer than success or NOT_SUPPORTED ends the program here
+    CUDA_EXTERNAL_MEMORY_BUFFER_DESC bufferDesc{};
+    bufferDesc.size = kExportBytes;
+    CUdeviceptr second = 0;
+    CHECK_DRIVER(cuExternalMemoryGetMappedBuffer(&second, external, &bufferDesc));
+    std::vector<uint32_t> read(expected.size());
+    CHECK_DRIVER(cuMemcpyDtoH(read.data(), second, kExportBytes));
+    size_t same = 0;
+    for (size_t i = 0; i < read.size(); ++i) same += read[i] == expected[i] ? 1 : 0;
+    std::printf("words read through the second mapping as written through the first: %zu of %zu\n", same, read.size());
+    verdict.check(kImportCheck, same == read.size());
+    CHECK_DRIVER(cuMemFree(second));
+    CHECK_DRIVER(cuDestroyExternalMemory(external));
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    course::Arguments args;
+    if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
+    const int ordinal = args.deviceOrdinal();
+
+    course::printStep(1, "the device: dma-buf and GPUDirect RDMA attributes");
+    CHECK_DRIVER(cuInit(0));
+    CUdevice device = 0;
+    CHECK_DRIVER(cuDeviceGet(&device, ordinal));
+    char name[256] = {};
+    CHECK_DRIVER(cuDeviceGetName(name, sizeof(name), device));
+    int driverVersion = 0;
+    CHECK_DRIVER(cuDriverGetVersion(&driverVersion));
+    int rdma = 0;
+    int flushOptions = 0;
+    int ordering = 0;
+    CHECK_DRIVER(cuDeviceGetAttribute(&rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, device));
+    CHECK_DRIVER(cuDeviceGetAttribute(&flushOptions, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS, device));
+    CHECK_DRIVER(cuDeviceGetAttribute(&ordering, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING, device));
+    std::printf("device %d name: %s\n", ordinal, name);
+    std::printf("CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED: %d\n", rdma);
+    std::printf("CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS: %s\n", flushOptionsText(flushOptions));
+    std::printf("CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING: %d\n", ordering);
+    // Why the dma-buf part cannot run here, if it cannot; the flush part below runs anyway.
+    std::string skip;
+    if (CUDA_VERSION < kDmaBufVersion)
+        skip = "built with CUDA " + course::formatCudaVersion(CUDA_VERSION) + " headers; " + kDmaBufWhy;
+    else if (driverVersion < kDmaBufVersion)
+        skip = "the driver supports CUDA " + course::formatCudaVersion(driverVersion) + "; " + kDmaBufWhy;
+#if CUDA_VERSION >= 11070
+    if (skip.empty()) {
+        int dmaBuf = 0;
+        CHECK_DRIVER(cuDeviceGetAttribute(&dmaBuf, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, device));
+        std::printf("CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED: %d\n", dmaBuf);
+        if (dmaBuf == 0) skip = "CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0 on this device";
+    }
+#endif
+    CUcontext context = nullptr;
+    CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
+    CHECK_DRIVER(cuCtxSetCurrent(context));
+    course::Verdict verdict;
+
+    // Step 2: cuda.h:12570 asks for a range whose start and size are aligned to the host page
+    // size; cuMemAlloc promises memory "suitably aligned for any kind of variable" (cuda.h:8581),
+    // no more. So the program looks: an allocation that starts on a page boundary is exported
+    // whole; otherwise it allocates one page more and exports the page-aligned window inside.
+    course::printStep(2, "device memory, and a page-aligned range of it");
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    CUdeviceptr allocation = 0;
+    CHECK_DRIVER(cuMemAlloc(&allocation, kExportBytes));
+    const bool pageAligned = allocation % page == 0;
+    if (!pageAligned) {
+        CHECK_DRIVER(cuMemFree(allocation));
+        CHECK_DRIVER(cuMemAlloc(&allocation, kExportBytes + page));
+    }
+    const CUdeviceptr start = (allocation + page - 1) / page * page;
+    std::vector<uint32_t> words(kExportBytes / sizeof(uint32_t));
+    for (size_t i = 0; i < words.size(); ++i) words[i] = pattern(i);
+    CHECK_DRIVER(cuMemcpyHtoD(start, words.data(), kExportBytes));
+    std::printf("host page size: %zu bytes\n", page);
+    std::printf("cuMemAlloc's address on a page boundary: %s\n",
+                pageAligned ? "yes (the whole allocation is exported)"
+                            : "no (the page-aligned window of an allocation one page larger is exported)");
+    std::printf("range to export: %zu bytes\n", kExportBytes);
+
+#if CUDA_VERSION >= 11070
+    if (skip.empty()) {
+        // Step 3: `handle` points to an int where the call stores the descriptor (cuda.h:12572).
+        // Nothing in cuda.h takes it back: the program closes it when done with it.
+        course::printStep(3, "cuMemGetHandleForAddressRange: the range as a dma-buf file descriptor");
+        int fd = -1;
+        CHECK_DRIVER(cuMemGetHandleForAddressRange(&fd, start, kExportBytes, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0));
+        std::printf("dma-buf descriptor: open\n");
+
+        // Step 4: the Linux kernel's view. A dma-buf's fdinfo lists its size and the name of the
+        // driver that exported it (exp_name); fstat gives the size too. Where fdinfo lists no size
+        // (an older kernel), fstat's is the answer.
+        course::printStep(4, "what the Linux kernel says about the descriptor");
+        const std::string listed = fdinfoValue(fd, "size");
+        const std::string exporter = fdinfoValue(fd, "exp_name");
+        struct stat status {};
+        const long long statSize = fstat(fd, &status) == 0 ? static_cast<long long>(status.st_size) : -1;
+        unsigned long long size = static_cast<unsigned long long>(statSize);
+        const bool readable = listed.empty() || parseBytes(listed, size);
+        std::printf("/proc/self/fd link: %s\n", fdTarget(fd).c_str());
+        std::printf("exporter (fdinfo exp_name): %s\n", exporter.empty() ? "(not listed)" : exporter.c_str());
+        std::printf("size (fdinfo): %s bytes\n", listed.empty() ? "(not listed)" : listed.c_str());
+        if (!readable) std::printf("size (fdinfo) is not a whole number of bytes: '%s'\n", listed.c_str());
+        std::printf("size (fstat): %lld bytes\n", statSize);
+        [[maybe_unused]] const bool sized =  // used by step 5 with 13.0 headers
+            verdict.check("the kernel's dma-buf is as large as the exported range", readable && size == kExportBytes);
+
+        course::printStep(5, "import the dma-buf back into CUDA");
+#if CUDA_VERSION >= 13000
+        // The import asks for the 4 MiB range: tried only where the dma-buf is that size (else step 4 failed).
+        if (sized)
+            importBack(fd, words, verdict);
+        else
+            skipCheck(kImportCheck, "the dma-buf is not the exported range's size");
+#else
+        // 13.0's cuda.h has CU_EXTERNAL_MEMORY_HANDLE_TYPE_DMABUF_FD (cuda.h:3752); 12.4's and 11.8's do not.
+        skipCheck(kImportCheck, "built with CUDA " + course::formatCudaVersion(CUDA_VERSION) +
+                                    " headers; the course imports a dma-buf only with 13.0 headers on (13.0's "
+                                    "cuda.h has CU_EXTERNAL_MEMORY_HANDLE_TYPE_DMABUF_FD; 12.4's and 11.8's do not)");
+#endif
+        close(fd);  // the memory stays CUDA's; only this descriptor goes
+        std::printf("dma-buf descriptor: closed\n");
+    }
+#endif
+    if (!skip.empty()) std::printf("section dma-buf: SKIP (%s)\n", skip.c_str());
+
+    // Step 6: cuFlushGPUDirectRDMAWrites. A third-party device (a network card) that writes into
+    // GPU memory through RDMA (nvidia_p2p_get_pages, or a dma-buf like the one above) may not
+    // have its writes ordered with the GPU's own accesses; the call blocks until those writes
+    // are visible to the given scope (cuda.h:5682-5685), and is a no-op where the device's
+    // ordering attribute already covers that scope (cuda.h:5687-5691). Nothing here writes
+    // through RDMA, so the call shows its use and its answer only.
+    course::printStep(6, "cuFlushGPUDirectRDMAWrites, where the device supports it");
+    if ((flushOptions & CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST) != 0) {
+        CHECK_DRIVER(cuFlushGPUDirectRDMAWrites(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
+                                                CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER));
+        std::printf("cuFlushGPUDirectRDMAWrites(CURRENT_CTX, TO_OWNER): CUDA_SUCCESS\n");
+        // cuda.h compares the numbers: a scope that is at most the device's ordering makes it a no-op.
+        std::printf("a no-op here (writes ordering %d >= scope %d): %s\n", ordering,
+                    static_cast<int>(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER),
+                    ordering >= static_cast<int>(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER) ? "yes" : "no");
+    } else {
+        std::printf(
+            "section cuFlushGPUDirectRDMAWrites: SKIP (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_"
+            "OPTIONS has no HOST bit on this device)\n");
+    }
+
+    course::printStep(7, "release");
+    CHECK_DRIVER(cuMemFree(allocation));
+    CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+    std::printf("released: device memory, primary context\n");
+
+    course::printStep(8, "check");
+    if (!skip.empty()) {
+        std::printf("Result = SKIP (%s)\n", skip.c_str());
+        return course::kExitNotApplicable;
+    }
+    return verdict.finish();
+}

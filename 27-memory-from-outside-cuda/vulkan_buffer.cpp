@@ -1,0 +1,285 @@
+// Lesson 27, program 1 — a Vulkan buffer and a Vulkan timeline semaphore, imported into CUDA.
+//
+// Vulkan allocates a buffer whose memory may be exported, exports it as an opaque file
+// descriptor, and CUDA imports that descriptor (cuImportExternalMemory) and maps the buffer into
+// its address space (cuExternalMemoryGetMappedBuffer). A Vulkan timeline semaphore goes the same
+// way (cuImportExternalSemaphore). Then Vulkan writes the buffer, CUDA transforms it in place,
+// and Vulkan copies it back to the host — three pieces of work queued at once, before the host
+// waits for anything, and ordered by nothing but the semaphore's values. A second semaphore, a
+// gate only the host opens, holds each side back long enough to show that the other one waits.
+//
+//   vulkan_buffer               the walkthrough
+//   vulkan_buffer --device N    another GPU
+#include "vulkan_device.h"
+
+#if !LESSON27_HAVE_VULKAN
+int main(int argc, char** argv) {
+    return lesson27::skipWithoutVulkanHeaders(argc, argv);
+}
+#else
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+
+namespace {
+
+using lesson27::Vulkan;
+
+constexpr int kCount = 1 << 18;                             // elements of the shared buffer
+constexpr VkDeviceSize kBytes = kCount * sizeof(uint32_t);  // 1 MiB
+constexpr VkDeviceSize kUpdateChunk = 65536;                // the Vulkan spec's most for one vkCmdUpdateBuffer
+constexpr auto kHold = std::chrono::milliseconds(200);      // how long the host watches a held side
+constexpr VkBufferUsageFlags kSharedUsage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+
+// What Vulkan writes into element i: a multiplicative hash, so that neighbours differ and a
+// misplaced or missing chunk shows. The kernel turns it into 3 * value + 7 (unsigned, wrapping).
+uint32_t vulkanValue(uint32_t i) {
+    return 2654435761u * (i + 1u);
+}
+
+int skipAndClose(Vulkan& vk, const std::string& reason) {
+    std::printf("Result = SKIP (%s)\n", reason.c_str());
+    lesson27::closeVulkan(vk);
+    return course::kExitNotApplicable;
+}
+
+VkBufferMemoryBarrier bufferBarrier(VkBuffer buffer, VkAccessFlags from, VkAccessFlags to, uint32_t fromFamily,
+                                    uint32_t toFamily) {
+    VkBufferMemoryBarrier barrier{};
+    barrier.sType = VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER;
+    barrier.srcAccessMask = from;
+    barrier.dstAccessMask = to;
+    barrier.srcQueueFamilyIndex = fromFamily;
+    barrier.dstQueueFamilyIndex = toFamily;
+    barrier.buffer = buffer;
+    barrier.size = VK_WHOLE_SIZE;
+    return barrier;
+}
+
+// Vulkan's first batch: fill the shared buffer with transfer commands (no shader, so no SPIR-V
+// to ship), then release it to VK_QUEUE_FAMILY_EXTERNAL: the buffer's contents are handed to an
+// API outside this Vulkan instance, and the batch's semaphore signal comes after the release.
+void recordWrite(const Vulkan& vk, VkCommandBuffer commands, VkBuffer shared, const std::vector<uint32_t>& values) {
+    lesson27::beginCommands(vk, commands);
+    const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
+    for (VkDeviceSize offset = 0; offset < kBytes; offset += kUpdateChunk)
+        vk.vkCmdUpdateBuffer(commands, shared, offset, std::min(kUpdateChunk, kBytes - offset), bytes + offset);
+    const VkBufferMemoryBarrier release =
+        bufferBarrier(shared, VK_ACCESS_TRANSFER_WRITE_BIT, 0, vk.queueFamily, VK_QUEUE_FAMILY_EXTERNAL);
+    vk.vkCmdPipelineBarrier(commands, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, 0, 0,
+                            nullptr, 1, &release, 0, nullptr);
+    CHECK_VULKAN(vk.vkEndCommandBuffer(commands));
+}
+
+// Vulkan's second batch: take the buffer back from outside (the acquire half of the transfer;
+// its source stage is the one the semaphore wait holds, so it comes after the wait), copy it to
+// host-visible memory, and make the copy visible to the host.
+void recordReadBack(const Vulkan& vk, VkCommandBuffer commands, VkBuffer shared, VkBuffer readback) {
+    lesson27::beginCommands(vk, commands);
+    const VkBufferMemoryBarrier acquire =
+        bufferBarrier(shared, 0, VK_ACCESS_TRANSFER_READ_BIT, VK_QUEUE_FAMILY_EXTERNAL, vk.queueFamily);
+    vk.vkCmdPipelineBarrier(commands, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 0, nullptr, 1,
+                            &acquire, 0, nullptr);
+    const VkBufferCopy region{0, 0, kBytes};
+    vk.vkCmdCopyBuffer(commands, shared, readback, 1, &region);
+    const VkBufferMemoryBarrier toHost = bufferBarrier(readback, VK_ACCESS_TRANSFER_WRITE_BIT, VK_ACCESS_HOST_READ_BIT,
+                                                       VK_QUEUE_FAMILY_IGNORED, VK_QUEUE_FAMILY_IGNORED);
+    vk.vkCmdPipelineBarrier(commands, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 0, nullptr, 1,
+                            &toHost, 0, nullptr);
+    CHECK_VULKAN(vk.vkEndCommandBuffer(commands));
+}
+
+// CUDA's part, queued on `stream`: wait for Vulkan's value 1, transform, record `kernelDone`,
+// wait for the host's gate to reach 2, then set the timeline to 2. A wait on a timeline semaphore
+// lasts until its value is greater than or equal to the one given (cuda.h:16774-16781).
+void queueCudaWork(CUstream stream, CUexternalSemaphore timeline, CUexternalSemaphore gate, CUfunction transform,
+                   CUdeviceptr shared, CUdeviceptr seen, CUevent kernelDone) {
+    CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS waitWrite{};
+    waitWrite.params.fence.value = 1;
+    CHECK_DRIVER(cuWaitExternalSemaphoresAsync(&timeline, &waitWrite, 1, stream));
+    int count = kCount;
+    void* params[] = {&shared, &seen, &count};
+    CHECK_DRIVER(cuLaunchKernel(transform, (kCount + 255) / 256, 1, 1, 256, 1, 1, 0, stream, params, nullptr));
+    CHECK_DRIVER(cuEventRecord(kernelDone, stream));
+    CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS waitGate{};
+    waitGate.params.fence.value = 2;
+    CHECK_DRIVER(cuWaitExternalSemaphoresAsync(&gate, &waitGate, 1, stream));
+    CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS signalDone{};
+    signalDone.params.fence.value = 2;
+    CHECK_DRIVER(cuSignalExternalSemaphoresAsync(&timeline, &signalDone, 1, stream));
+}
+
+// Whether the work before `event` is still unfinished after the host has watched it for kHold.
+bool cudaHeld(CUevent event) {
+    std::this_thread::sleep_for(kHold);
+    const CUresult state = cuEventQuery(event);
+    if (state == CUDA_ERROR_NOT_READY) return true;
+    CHECK_DRIVER(state);
+    return false;
+}
+
+bool vulkanHeld(const Vulkan& vk, VkFence fence) {
+    std::this_thread::sleep_for(kHold);
+    const VkResult state = vk.vkGetFenceStatus(vk.device, fence);
+    if (state == VK_NOT_READY) return true;
+    CHECK_VULKAN(state);
+    return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    course::Arguments args;
+    if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
+    const int ordinal = args.deviceOrdinal();
+
+    // Step 1: Vulkan first, so that a machine without a Vulkan driver answers before any CUDA call.
+    course::printStep(1, "Vulkan: the loader and a Vulkan 1.2 instance");
+    Vulkan vk;
+    std::string skip = lesson27::openInstance(vk);
+    if (!skip.empty()) return skipAndClose(vk, skip);
+
+    course::printStep(2, "CUDA: the device, its UUID, timeline semaphore interop");
+    CHECK_DRIVER(cuInit(0));
+    const lesson27::CudaDevice cuda = lesson27::openCudaDevice(ordinal);
+    const CUdevice device = cuda.device;
+    if (!cuda.timelineInterop) return skipAndClose(vk, "this CUDA device cannot import timeline semaphores");
+
+    course::printStep(3, "Vulkan: the device with the same UUID, and one queue");
+    skip = lesson27::pickDevice(vk, cuda.uuid);
+    if (skip.empty()) skip = lesson27::bufferExportable(vk, kSharedUsage);
+    if (!skip.empty()) return skipAndClose(vk, skip);
+    lesson27::createDevice(vk);
+    CUcontext context = nullptr;
+    CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
+    CHECK_DRIVER(cuCtxSetCurrent(context));
+    CUmodule module = nullptr;
+    CHECK_DRIVER(cuModuleLoad(&module, course::kernelPath("vulkan_kernels.fatbin").c_str()));
+    CUfunction transform = nullptr;
+    CHECK_DRIVER(cuModuleGetFunction(&transform, module, "transform"));
+    CUstream stream = nullptr;
+    CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+
+    // Step 4: CUDA imports the whole VkDeviceMemory, so the size is the allocation's (what
+    // vkGetBufferMemoryRequirements2 asked for), which may be more than the buffer's bytes; the
+    // buffer is then mapped from offset 0 for the bytes the program uses.
+    course::printStep(4, "a Vulkan buffer, its memory exported as an fd, imported into CUDA");
+    lesson27::ExportableMemory sharedMemory;
+    const VkBuffer shared = lesson27::createExportableBuffer(vk, kBytes, kSharedUsage, sharedMemory);
+    std::printf("buffer size: %llu bytes\n", static_cast<unsigned long long>(kBytes));
+    std::printf("allocation size (the import size): %llu bytes\n", static_cast<unsigned long long>(sharedMemory.size));
+    std::printf("dedicated allocation: %s (driver prefers it: %s, requires it: %s)\n",
+                sharedMemory.dedicated ? "yes" : "no", sharedMemory.prefersDedicated ? "yes" : "no",
+                sharedMemory.requiresDedicated ? "yes" : "no");
+    const CUexternalMemory external = lesson27::importMemory(lesson27::exportMemoryFd(vk, sharedMemory.memory),
+                                                             sharedMemory.size, sharedMemory.dedicated);
+    CUDA_EXTERNAL_MEMORY_BUFFER_DESC bufferDesc{};
+    bufferDesc.offset = 0;
+    bufferDesc.size = kBytes;
+    CUdeviceptr sharedPtr = 0;
+    CHECK_DRIVER(cuExternalMemoryGetMappedBuffer(&sharedPtr, external, &bufferDesc));
+    std::printf("mapped into CUDA: %llu bytes from offset 0\n", static_cast<unsigned long long>(bufferDesc.size));
+    CUdeviceptr seen = 0;
+    CHECK_DRIVER(cuMemAlloc(&seen, kBytes));
+
+    course::printStep(5, "two timeline semaphores imported into CUDA: Vulkan <-> CUDA, and the host's gate");
+    const VkSemaphore timeline = lesson27::createExportableTimeline(vk);
+    const VkSemaphore gate = lesson27::createExportableTimeline(vk);
+    CUexternalSemaphore cuTimeline = lesson27::importTimelineSemaphore(lesson27::exportSemaphoreFd(vk, timeline));
+    CUexternalSemaphore cuGate = lesson27::importTimelineSemaphore(lesson27::exportSemaphoreFd(vk, gate));
+    std::printf("semaphores imported: timeline, gate (both start at 0)\n");
+
+    course::printStep(6, "queue everything; the host waits for nothing yet");
+    const VkCommandPool pool = lesson27::createCommandPool(vk);
+    VkCommandBuffer commands[2] = {};
+    lesson27::allocateCommandBuffers(vk, pool, 2, commands);
+    lesson27::HostBuffer readback = lesson27::createHostBuffer(vk, kBytes, VK_BUFFER_USAGE_TRANSFER_DST_BIT);
+    const VkFence readDone = lesson27::createFence(vk);
+    std::vector<uint32_t> values(kCount);
+    for (uint32_t i = 0; i < kCount; ++i) values[i] = vulkanValue(i);
+    recordWrite(vk, commands[0], shared, values);
+    recordReadBack(vk, commands[1], shared, readback.buffer);
+    CUevent kernelDone = nullptr;
+    CHECK_DRIVER(cuEventCreate(&kernelDone, CU_EVENT_DISABLE_TIMING));
+    lesson27::submit(vk, commands[0], gate, 1, timeline, 1, VK_NULL_HANDLE);
+    queueCudaWork(stream, cuTimeline, cuGate, transform, sharedPtr, seen, kernelDone);
+    lesson27::submit(vk, commands[1], timeline, 2, VK_NULL_HANDLE, 0, readDone);
+    std::printf("Vulkan write: waits gate >= 1, signals timeline = 1\n");
+    std::printf("CUDA: waits timeline >= 1, kernel, waits gate >= 2, signals timeline = 2\n");
+    std::printf("Vulkan read-back: waits timeline >= 2, then the fence\n");
+
+    course::Verdict verdict;
+    course::printStep(7, "open the gate step by step: each side waits for the other's value");
+    const bool cudaWaited = cudaHeld(kernelDone);
+    std::printf("CUDA's kernel %lld ms after queuing, gate at 0: %s\n", static_cast<long long>(kHold.count()),
+                cudaWaited ? "not run" : "ran");
+    verdict.check("CUDA waited for Vulkan's signal", cudaWaited);
+    lesson27::signalFromHost(vk, gate, 1);
+    lesson27::waitForValue(vk, timeline, 1);
+    CHECK_DRIVER(cuEventSynchronize(kernelDone));
+    const bool vulkanWaited = vulkanHeld(vk, readDone);
+    std::printf("Vulkan's read-back %lld ms after CUDA's kernel, gate at 1: %s\n",
+                static_cast<long long>(kHold.count()), vulkanWaited ? "not run" : "ran");
+    verdict.check("Vulkan waited for CUDA's signal", vulkanWaited);
+    lesson27::signalFromHost(vk, gate, 2);
+    CHECK_VULKAN(vk.vkWaitForFences(vk.device, 1, &readDone, VK_TRUE, lesson27::kWaitLimitNs));
+    CHECK_DRIVER(cuStreamSynchronize(stream));
+    std::printf("timeline value at the end: %llu\n",
+                static_cast<unsigned long long>(lesson27::timelineValue(vk, timeline)));
+
+    course::printStep(8, "check every element on the host");
+    std::vector<uint32_t> cudaSaw(kCount);
+    CHECK_DRIVER(cuMemcpyDtoH(cudaSaw.data(), seen, kBytes));
+    const auto* back = static_cast<const uint32_t*>(readback.mapped);
+    int readByCuda = 0;
+    int readByVulkan = 0;
+    for (uint32_t i = 0; i < kCount; ++i) {
+        readByCuda += cudaSaw[i] == vulkanValue(i) ? 1 : 0;
+        readByVulkan += back[i] == 3u * vulkanValue(i) + 7u ? 1 : 0;
+    }
+    std::printf("elements CUDA read as Vulkan wrote them: %d of %d\n", readByCuda, kCount);
+    std::printf("elements Vulkan read back as 3 * value + 7: %d of %d\n", readByVulkan, kCount);
+    verdict.check("CUDA read what Vulkan wrote", readByCuda == kCount);
+    verdict.check("Vulkan read what CUDA wrote", readByVulkan == kCount);
+
+    // Step 9: CUDA's imports go first (cuda.h:16405, 16483-16486: a mapped buffer is freed with
+    // cuMemFree before its external memory is destroyed; cuda.h:16834-16836: no signal or wait may be
+    // outstanding when a semaphore is destroyed), then Vulkan's objects, once its device is idle.
+    course::printStep(9, "release: CUDA's imports, then Vulkan's objects, newest first");
+    CHECK_DRIVER(cuEventDestroy(kernelDone));
+    CHECK_DRIVER(cuDestroyExternalSemaphore(cuGate));
+    CHECK_DRIVER(cuDestroyExternalSemaphore(cuTimeline));
+    CHECK_DRIVER(cuMemFree(seen));
+    CHECK_DRIVER(cuMemFree(sharedPtr));
+    CHECK_DRIVER(cuDestroyExternalMemory(external));
+    CHECK_DRIVER(cuStreamDestroy(stream));
+    CHECK_DRIVER(cuModuleUnload(module));
+    CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+    CHECK_VULKAN(vk.vkDeviceWaitIdle(vk.device));
+    vk.vkDestroyFence(vk.device, readDone, nullptr);
+    lesson27::freeHostBuffer(vk, readback);
+    vk.vkDestroyCommandPool(vk.device, pool, nullptr);  // frees its command buffers
+    vk.vkDestroySemaphore(vk.device, gate, nullptr);
+    vk.vkDestroySemaphore(vk.device, timeline, nullptr);
+    vk.vkDestroyBuffer(vk.device, shared, nullptr);
+    vk.vkFreeMemory(vk.device, sharedMemory.memory, nullptr);
+    lesson27::closeVulkan(vk);
+    std::printf(
+        "released: CUDA event, semaphores, mappings, external memory, stream, module, context; "
+        "Vulkan fence, buffers, pool, semaphores, memory, device, instance, loader\n");
+
+    course::printStep(10, "check");
+    return verdict.finish();
+}
+
+#endif  // LESSON27_HAVE_VULKAN

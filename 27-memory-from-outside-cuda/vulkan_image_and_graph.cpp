@@ -1,0 +1,264 @@
+// Lesson 27, program 2 — a Vulkan image as a CUDA array; the semaphores as graph nodes.
+//
+// Part 1 (vulkan_image.cpp): Vulkan makes a 2-D image with optimal tiling (the driver's own texel
+// layout) in exportable memory, clears it and copies a rectangle into it. CUDA imports that
+// memory and maps it as a mipmapped array (cuExternalMemoryGetMappedMipmappedArray, then
+// cuMipmappedArrayGetLevel for level 0), waits for Vulkan's semaphore value and copies the array
+// to the host, where every texel is checked.
+// Part 2: the semaphores as graph nodes. A graph waits for a value of one semaphore, runs a kernel
+// and signals another. The values are changed on the graph's nodes before it is instantiated and
+// on the executable graph before its second launch; each change is checked by what it does: how
+// long a launch waits, and which value Vulkan then reads.
+//
+//   vulkan_image_and_graph               the walkthrough
+//   vulkan_image_and_graph --device N    another GPU
+#include "vulkan_device.h"
+
+#if !LESSON27_HAVE_VULKAN
+int main(int argc, char** argv) {
+    return lesson27::skipWithoutVulkanHeaders(argc, argv);
+}
+#else
+
+#include <cuda.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+#include "../common/cuda_compat.h"
+#include "vulkan_image.h"
+
+namespace {
+
+using lesson27::Vulkan;
+
+constexpr int kCounterCount = 4096;  // elements the graph's kernel counts in
+constexpr auto kHold = std::chrono::milliseconds(200);
+
+int skipAndClose(Vulkan& vk, const std::string& reason) {
+    std::printf("Result = SKIP (%s)\n", reason.c_str());
+    lesson27::closeVulkan(vk);
+    return course::kExitNotApplicable;
+}
+
+// The graph's kernel node, after `after`: countLaunch adds 1 to each of the counter's elements.
+// The node copies the argument values when it is added (the locals may go).
+CUgraphNode addCountNode(CUgraph graph, CUgraphNode after, CUfunction countLaunch, CUdeviceptr counter) {
+    int count = kCounterCount;
+    void* arguments[] = {&counter, &count};
+    CUDA_KERNEL_NODE_PARAMS kernel{};
+    kernel.func = countLaunch;
+    kernel.gridDimX = (kCounterCount + 255) / 256;
+    kernel.gridDimY = kernel.gridDimZ = 1;
+    kernel.blockDimX = 256;
+    kernel.blockDimY = kernel.blockDimZ = 1;
+    kernel.kernelParams = arguments;
+    CUgraphNode node = nullptr;
+    CHECK_DRIVER(cuGraphAddKernelNode(&node, graph, &after, 1, &kernel));
+    return node;
+}
+
+// Launches the graph, watches it for kHold while `go` is below the value its wait node waits for,
+// then sets `go` to `goValue` from the host and waits for the launch. True: it was still waiting.
+bool launchHeld(CUgraphExec exec, CUstream stream, const Vulkan& vk, VkSemaphore go, uint64_t goValue) {
+    CHECK_DRIVER(cuGraphLaunch(exec, stream));
+    std::this_thread::sleep_for(kHold);
+    const CUresult state = cuStreamQuery(stream);
+    if (state != CUDA_ERROR_NOT_READY) CHECK_DRIVER(state);
+    lesson27::signalFromHost(vk, go, goValue);
+    CHECK_DRIVER(cuStreamSynchronize(stream));
+    std::printf("launch, %lld ms with go at %llu: %s\n", static_cast<long long>(kHold.count()),
+                static_cast<unsigned long long>(goValue - 1),
+                state == CUDA_ERROR_NOT_READY ? "still waiting" : "finished");
+    return state == CUDA_ERROR_NOT_READY;
+}
+
+// How many counter elements hold `expected`.
+int countEqual(CUdeviceptr counter, unsigned int expected) {
+    std::vector<unsigned int> values(kCounterCount);
+    CHECK_DRIVER(cuMemcpyDtoH(values.data(), counter, values.size() * sizeof(unsigned int)));
+    int equal = 0;
+    for (unsigned int value : values) equal += value == expected ? 1 : 0;
+    return equal;
+}
+
+// What the graph's two semaphore nodes hold now (cuGraph*NodeGetParams), against what was set on
+// them before instantiation. The arrays returned belong to the node (cuda.h:19422-19424).
+bool nodesHold(CUgraphNode waitNode, CUgraphNode signalNode, CUexternalSemaphore go, CUexternalSemaphore done,
+               unsigned long long value) {
+    CUDA_EXT_SEM_WAIT_NODE_PARAMS waitNow{};
+    CHECK_DRIVER(cuGraphExternalSemaphoresWaitNodeGetParams(waitNode, &waitNow));
+    CUDA_EXT_SEM_SIGNAL_NODE_PARAMS signalNow{};
+    CHECK_DRIVER(cuGraphExternalSemaphoresSignalNodeGetParams(signalNode, &signalNow));
+    std::printf("graph's wait node now: %u semaphore, go >= %llu\n", waitNow.numExtSems,
+                waitNow.paramsArray[0].params.fence.value);
+    std::printf("graph's signal node now: %u semaphore, done = %llu\n", signalNow.numExtSems,
+                signalNow.paramsArray[0].params.fence.value);
+    return waitNow.numExtSems == 1 && waitNow.extSemArray[0] == go &&
+           waitNow.paramsArray[0].params.fence.value == value && signalNow.numExtSems == 1 &&
+           signalNow.extSemArray[0] == done && signalNow.paramsArray[0].params.fence.value == value;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    course::Arguments args;
+    if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
+    const int ordinal = args.deviceOrdinal();
+
+    course::printStep(1, "Vulkan: the loader and a Vulkan 1.2 instance");
+    Vulkan vk;
+    std::string skip = lesson27::openInstance(vk);
+    if (!skip.empty()) return skipAndClose(vk, skip);
+
+    course::printStep(2, "CUDA: the device, its UUID, timeline semaphore interop");
+    CHECK_DRIVER(cuInit(0));
+    const lesson27::CudaDevice cuda = lesson27::openCudaDevice(ordinal);
+    const CUdevice device = cuda.device;
+    if (!cuda.timelineInterop) return skipAndClose(vk, "this CUDA device cannot import timeline semaphores");
+
+    course::printStep(3, "Vulkan: the device with the same UUID, and one queue");
+    skip = lesson27::pickDevice(vk, cuda.uuid);
+    if (skip.empty()) skip = lesson27::imageExportable(vk, lesson27::kImageFormat, lesson27::kImageUsage);
+    if (!skip.empty()) return skipAndClose(vk, skip);
+    lesson27::createDevice(vk);
+    CUcontext context = nullptr;
+    CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
+    CHECK_DRIVER(cuCtxSetCurrent(context));
+    CUmodule module = nullptr;
+    CHECK_DRIVER(cuModuleLoad(&module, course::kernelPath("vulkan_kernels.fatbin").c_str()));
+    CUfunction countLaunch = nullptr;
+    CHECK_DRIVER(cuModuleGetFunction(&countLaunch, module, "countLaunch"));
+    CUstream stream = nullptr;
+    CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+
+    // Step 4: the image has a dedicated allocation, and the import says so. The array's
+    // description must match the image: its size and format, and its one level.
+    course::printStep(4, "a Vulkan image, imported into CUDA as a mipmapped array");
+    lesson27::ExportableMemory imageMemory;
+    const VkImage image = lesson27::createExportableImage(vk, lesson27::kImageFormat, lesson27::kImageWidth,
+                                                          lesson27::kImageHeight, lesson27::kImageUsage, imageMemory);
+    std::printf("image: %u x %u, VK_FORMAT_R8G8B8A8_UINT, optimal tiling\n", lesson27::kImageWidth,
+                lesson27::kImageHeight);
+    std::printf("allocation size (the import size): %llu bytes, dedicated\n",
+                static_cast<unsigned long long>(imageMemory.size));
+    const CUexternalMemory external =
+        lesson27::importMemory(lesson27::exportMemoryFd(vk, imageMemory.memory), imageMemory.size, true);
+    CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC arrayDesc{};  // offset 0: the image starts the allocation
+    // Width, Height, Depth (0: a 2-D array), Format, NumChannels, Flags (0: not a surface, vulkan_image.h)
+    arrayDesc.arrayDesc = {lesson27::kImageWidth, lesson27::kImageHeight, 0, CU_AD_FORMAT_UNSIGNED_INT8, 4, 0};
+    arrayDesc.numLevels = 1;
+    CUmipmappedArray mipmap = nullptr;
+    CHECK_DRIVER(cuExternalMemoryGetMappedMipmappedArray(&mipmap, external, &arrayDesc));
+    CUarray level0 = nullptr;  // level 0 of the mipmapped array (cuda.h:12500-12501); not destroyed apart
+    CHECK_DRIVER(cuMipmappedArrayGetLevel(&level0, mipmap, 0));
+    const VkSemaphore go = lesson27::createExportableTimeline(vk);    // Vulkan (device, then host) -> CUDA
+    const VkSemaphore done = lesson27::createExportableTimeline(vk);  // CUDA -> Vulkan
+    CUexternalSemaphore cuGo = lesson27::importTimelineSemaphore(lesson27::exportSemaphoreFd(vk, go));
+    CUexternalSemaphore cuDone = lesson27::importTimelineSemaphore(lesson27::exportSemaphoreFd(vk, done));
+    std::printf("mapped: 1 level, level 0 as a CUarray; semaphores imported: go, done\n");
+
+    course::printStep(5, "Vulkan clears the image and copies a rectangle, then sets go = 1; CUDA waits, reads");
+    lesson27::HostBuffer staging = lesson27::createHostBuffer(vk, lesson27::kRectWidth * lesson27::kRectHeight * 4,
+                                                              VK_BUFFER_USAGE_TRANSFER_SRC_BIT);
+    lesson27::fillRect(staging.mapped);
+    const VkCommandPool pool = lesson27::createCommandPool(vk);
+    VkCommandBuffer commands = VK_NULL_HANDLE;
+    lesson27::allocateCommandBuffers(vk, pool, 1, &commands);
+    lesson27::recordImageWrite(vk, commands, image, staging.buffer);
+    lesson27::submit(vk, commands, VK_NULL_HANDLE, 0, go, 1, VK_NULL_HANDLE);
+    void* hostImage = nullptr;
+    CHECK_DRIVER(cuMemAllocHost(&hostImage, lesson27::kImageWidth * lesson27::kImageHeight * 4));
+    lesson27::copyArrayToHost(stream, cuGo, level0, hostImage);
+    const lesson27::TexelCounts texels = lesson27::countTexels(hostImage);
+    std::printf("texels outside the rectangle with the clear colour: %u of %u\n", texels.clear, texels.outside);
+    std::printf("texels inside the rectangle as Vulkan copied them: %u of %u\n", texels.copied, texels.inside);
+    course::Verdict verdict;
+    verdict.check("CUDA's array shows Vulkan's clear", texels.clear == texels.outside);
+    verdict.check("CUDA's array shows Vulkan's copy", texels.copied == texels.inside);
+
+    // Step 6: wait node -> kernel node -> signal node. A node copies the semaphore handles and
+    // values it is given; cuGraphExternalSemaphores*NodeSetParams replaces them in the graph.
+    course::printStep(6, "a graph: wait for go, count, signal done; its nodes get new values");
+    CUdeviceptr counter = 0;
+    CHECK_DRIVER(cuMemAlloc(&counter, kCounterCount * sizeof(unsigned int)));
+    CHECK_DRIVER(cuMemsetD32(counter, 0, kCounterCount));
+    CUgraph graph = nullptr;
+    CHECK_DRIVER(cuGraphCreate(&graph, 0));
+    CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS waitValue{};
+    waitValue.params.fence.value = 1;  // go reached 1 in step 5: as added, the node would not wait
+    CUDA_EXT_SEM_WAIT_NODE_PARAMS waitNodeParams{&cuGo, &waitValue, 1};
+    CUgraphNode waitNode = nullptr;
+    CHECK_DRIVER(cuGraphAddExternalSemaphoresWaitNode(&waitNode, graph, nullptr, 0, &waitNodeParams));
+    const CUgraphNode kernelNode = addCountNode(graph, waitNode, countLaunch, counter);
+    CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS signalValue{};
+    signalValue.params.fence.value = 1;
+    CUDA_EXT_SEM_SIGNAL_NODE_PARAMS signalNodeParams{&cuDone, &signalValue, 1};
+    CUgraphNode signalNode = nullptr;
+    CHECK_DRIVER(cuGraphAddExternalSemaphoresSignalNode(&signalNode, graph, &kernelNode, 1, &signalNodeParams));
+    waitValue.params.fence.value = 2;
+    CHECK_DRIVER(cuGraphExternalSemaphoresWaitNodeSetParams(waitNode, &waitNodeParams));
+    signalValue.params.fence.value = 2;
+    CHECK_DRIVER(cuGraphExternalSemaphoresSignalNodeSetParams(signalNode, &signalNodeParams));
+    std::printf("nodes as added: wait go >= 1, kernel, signal done = 1; as set: wait go >= 2, signal done = 2\n");
+
+    course::printStep(7, "instantiate and launch: the graph waits for go = 2, then signals done = 2");
+    CUgraphExec exec = nullptr;
+    CHECK_DRIVER(course::graphInstantiate(&exec, graph, 0));
+    verdict.check("first launch waited for the value set on the graph node", launchHeld(exec, stream, vk, go, 2));
+    const uint64_t firstDone = lesson27::timelineValue(vk, done);
+    std::printf("done, as Vulkan reads it: %llu\n", static_cast<unsigned long long>(firstDone));
+    verdict.check("first launch signalled the value set on the graph node", firstDone == 2);
+
+    // Step 8: new values on the executable graph only. cuda.h:20870-20872, 20914-20916: they
+    // affect later launches of the exec, and the graph's node is not modified.
+    course::printStep(8, "new values on the executable graph: wait for go = 3, signal done = 3");
+    waitValue.params.fence.value = 3;
+    CHECK_DRIVER(cuGraphExecExternalSemaphoresWaitNodeSetParams(exec, waitNode, &waitNodeParams));
+    signalValue.params.fence.value = 3;
+    CHECK_DRIVER(cuGraphExecExternalSemaphoresSignalNodeSetParams(exec, signalNode, &signalNodeParams));
+    verdict.check("second launch waited for the value set on the exec", launchHeld(exec, stream, vk, go, 3));
+    const uint64_t secondDone = lesson27::timelineValue(vk, done);
+    std::printf("done, as Vulkan reads it: %llu\n", static_cast<unsigned long long>(secondDone));
+    verdict.check("second launch signalled the value set on the exec", secondDone == 3);
+    const int counted = countEqual(counter, 2);
+    std::printf("counter elements at 2 after two launches: %d of %d\n", counted, kCounterCount);
+    verdict.check("the kernel node ran once per launch", counted == kCounterCount);
+    verdict.check("the graph's nodes kept their own values, not the exec's",
+                  nodesHold(waitNode, signalNode, cuGo, cuDone, 2));
+
+    course::printStep(9, "release: CUDA first, then Vulkan, newest first");
+    CHECK_DRIVER(cuGraphExecDestroy(exec));
+    CHECK_DRIVER(cuGraphDestroy(graph));
+    CHECK_DRIVER(cuMemFree(counter));
+    CHECK_DRIVER(cuMemFreeHost(hostImage));
+    CHECK_DRIVER(cuDestroyExternalSemaphore(cuDone));
+    CHECK_DRIVER(cuDestroyExternalSemaphore(cuGo));
+    CHECK_DRIVER(cuMipmappedArrayDestroy(mipmap));  // cuda.h:16461
+    CHECK_DRIVER(cuDestroyExternalMemory(external));
+    CHECK_DRIVER(cuStreamDestroy(stream));
+    CHECK_DRIVER(cuModuleUnload(module));
+    CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+    CHECK_VULKAN(vk.vkDeviceWaitIdle(vk.device));
+    vk.vkDestroyCommandPool(vk.device, pool, nullptr);
+    lesson27::freeHostBuffer(vk, staging);
+    vk.vkDestroySemaphore(vk.device, done, nullptr);
+    vk.vkDestroySemaphore(vk.device, go, nullptr);
+    vk.vkDestroyImage(vk.device, image, nullptr);
+    vk.vkFreeMemory(vk.device, imageMemory.memory, nullptr);
+    lesson27::closeVulkan(vk);
+    std::printf(
+        "released: graph exec, graph, counter, host buffer, semaphores, mipmapped array, external memory, "
+        "stream, module, context; Vulkan pool, staging buffer, semaphores, image, memory, device, instance\n");
+
+    course::printStep(10, "check");
+    return verdict.finish();
+}
+
+#endif  // LESSON27_HAVE_VULKAN
