@@ -1,7 +1,5 @@
-// managed_compat.h — the CUDA versions from which lesson 26 uses its newer calls, and one version shim.
-//
-// The shim is of the kind the course keeps in common/cuda_compat.h (which has memPrefetchToDevice,
-// memPrefetchToHost and memAdviseForDevice); it lives in the lesson folder until it moves there.
+// managed_compat.h — the CUDA versions from which lesson 26 uses its newer calls. The calls whose
+// signature changed at 13.0 (cuMemPrefetchAsync, cuMemAdvise) go through common/cuda_compat.h.
 #pragma once
 
 #include <cuda.h>
@@ -38,18 +36,6 @@ inline std::string versionReason(int needed, int driverVersion, const char* what
         return "the driver supports CUDA " + course::formatCudaVersion(driverVersion) + "; " + what + " needs " +
                course::formatCudaVersion(needed);
     return "";
-}
-
-// cuMemAdvise for the host, the counterpart of course::memAdviseForDevice: in 13.0's cuda.h the plain
-// name is cuMemAdvise_v2 (cuda.h:99), which takes a CUmemLocation of type CU_MEM_LOCATION_TYPE_HOST
-// (its id "is ignored", cuda.h:14477-14478); in 11.8's and 12.4's it takes a CUdevice, CU_DEVICE_CPU
-// for the host.
-inline CUresult memAdviseForHost(CUdeviceptr pointer, size_t bytes, CUmem_advise advice) {
-#if CUDA_VERSION >= 13000
-    return cuMemAdvise(pointer, bytes, advice, course::hostLocation());
-#else
-    return cuMemAdvise(pointer, bytes, advice, CU_DEVICE_CPU);
-#endif
 }
 
 }  // namespace lesson26

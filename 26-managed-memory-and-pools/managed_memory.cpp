@@ -7,7 +7,7 @@
 // with cuMemRangeGetAttribute / cuMemRangeGetAttributes — in the old form (a device ordinal,
 // CU_DEVICE_CPU, CU_DEVICE_INVALID) and in the _TYPE/_ID form (in 12.4's cuda.h, not in 11.8's).
 // Prefetch and advice go through course::memPrefetchToDevice / memPrefetchToHost /
-// memAdviseForDevice and lesson26::memAdviseForHost: in 13.0's cuda.h both plain names take a
+// memAdviseForDevice and course::memAdviseForHost: in 13.0's cuda.h both plain names take a
 // CUmemLocation (cuda.h:99-100). Last, cuDeviceGetHostAtomicCapabilities (in 13.0's cuda.h, not in
 // 12.4's): which atomics the link to the host does natively.
 //
@@ -132,7 +132,7 @@ void adviseAndReadBack(course::Verdict& verdict, CUdeviceptr managed, int ordina
     const Where gpu = readAdvice(managed, kBytes, forms).preferred;
     lesson26::printWhere("preferred location after SET_PREFERRED_LOCATION to the GPU", gpu);
     verdict.check("SET_PREFERRED_LOCATION to the GPU reads back the GPU", lesson26::isDevice(gpu, ordinal));
-    CHECK_DRIVER(lesson26::memAdviseForHost(managed, kBytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION));
+    CHECK_DRIVER(course::memAdviseForHost(managed, kBytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION));
     const Where host = readAdvice(managed, kBytes, forms).preferred;
     lesson26::printWhere("preferred location after SET_PREFERRED_LOCATION to the host", host);
     verdict.check("SET_PREFERRED_LOCATION to the host reads back the host", lesson26::isHost(host));

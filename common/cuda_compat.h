@@ -92,6 +92,16 @@ inline CUresult memAdviseForDevice(CUdeviceptr pointer, size_t bytes, CUmem_advi
 #endif
 }
 
+// The same advice for the host: in 13.0 a CUmemLocation of type CU_MEM_LOCATION_TYPE_HOST (its id
+// "is ignored", cuda.h:14477-14478); before, the CUdevice CU_DEVICE_CPU.
+inline CUresult memAdviseForHost(CUdeviceptr pointer, size_t bytes, CUmem_advise advice) {
+#if CUDA_VERSION >= 13000
+    return cuMemAdvise(pointer, bytes, advice, hostLocation());
+#else
+    return cuMemAdvise(pointer, bytes, advice, CU_DEVICE_CPU);
+#endif
+}
+
 // cuGraphInstantiate: before CUDA 12.0 it took (exec, graph, errorNode, logBuffer,
 // bufferSize) and wrote a failing node and a message into the caller's buffer. Since
 // 12.0 the plain name is cuGraphInstantiateWithFlags-like: (exec, graph, flags), and
