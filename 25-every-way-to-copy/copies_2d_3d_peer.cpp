@@ -265,7 +265,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuInit(0));
     CUdevice device = 0;
     CHECK_DRIVER(cuDeviceGet(&device, ordinal));
-    lesson25::printDevice(ordinal, device);
+    course::printDeviceName(ordinal, device);
     int deviceCount = 0;
     CHECK_DRIVER(cuDeviceGetCount(&deviceCount));
     std::printf("device count: %d\n", deviceCount);

@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuInit(0));
     CUdevice device = 0;
     CHECK_DRIVER(cuDeviceGet(&device, ordinal));
-    lesson25::printDevice(ordinal, device);
+    course::printDeviceName(ordinal, device);
     int driverVersion = 0;
     CHECK_DRIVER(cuDriverGetVersion(&driverVersion));
     const std::string noBatch = lesson25::batchCallsUnavailable(driverVersion);  // versions, entry points

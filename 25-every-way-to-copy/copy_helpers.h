@@ -11,6 +11,7 @@
 
 #include "../common/check_driver.h"
 #include "../common/course_util.h"
+#include "../common/device_info.h"
 
 namespace lesson25 {
 
@@ -66,10 +67,4 @@ inline const char* yesNo(bool value) {
 }
 
 // Step 1 of every program, its raw calls in the program: the device and its name.
-inline void printDevice(int ordinal, CUdevice device) {
-    char name[256] = {};
-    CHECK_DRIVER(cuDeviceGetName(name, sizeof(name), device));
-    std::printf("device %d name: %s\n", ordinal, name);
-}
-
 }  // namespace lesson25

@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuInit(0));
     CUdevice device = 0;
     CHECK_DRIVER(cuDeviceGet(&device, ordinal));
-    lesson25::printDevice(ordinal, device);
+    course::printDeviceName(ordinal, device);
     CUcontext context = nullptr;
     CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
     CHECK_DRIVER(cuCtxSetCurrent(context));

@@ -141,8 +141,8 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuInit(0));
     CUdevice device = 0;
     CHECK_DRIVER(cuDeviceGet(&device, ordinal));
-    lesson26::printDevice(ordinal, device);
-    const int concurrent = lesson26::deviceAttribute(device, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
+    course::printDeviceName(ordinal, device);
+    const int concurrent = course::deviceAttribute(device, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
     std::printf("CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: %d\n", concurrent);
     if (concurrent == 0) {
         // A prefetch's target GPU, and the GPU of its stream, "must have non-zero value" for it

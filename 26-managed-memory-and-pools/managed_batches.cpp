@@ -43,7 +43,7 @@ std::string batchesUnavailable(int driverVersion) {
     for (int i = 0; i < count; ++i) {
         CUdevice other = 0;
         CHECK_DRIVER(cuDeviceGet(&other, i));
-        const int concurrent = lesson26::deviceAttribute(other, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
+        const int concurrent = course::deviceAttribute(other, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
         std::printf("GPU %d CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: %d\n", i, concurrent);
         if (concurrent == 0) without += (without.empty() ? "GPU " : ", GPU ") + std::to_string(i);
     }
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuInit(0));
     CUdevice device = 0;
     CHECK_DRIVER(cuDeviceGet(&device, ordinal));
-    lesson26::printDevice(ordinal, device);
+    course::printDeviceName(ordinal, device);
     int driverVersion = 0;
     CHECK_DRIVER(cuDriverGetVersion(&driverVersion));
     std::printf("built with CUDA headers: %s\n", course::formatCudaVersion(CUDA_VERSION).c_str());

@@ -11,6 +11,7 @@
 
 #include "../common/check_driver.h"
 #include "../common/course_util.h"
+#include "../common/device_info.h"
 
 namespace lesson26 {
 
@@ -38,18 +39,6 @@ inline void writePattern(unsigned int* data, size_t count, unsigned int seed) {
 // (course::Verdict::checkFreeMemory prints the same form).
 inline void skipCheck(const char* name, const std::string& reason) {
     std::printf("check %s: SKIP (%s)\n", name, reason.c_str());
-}
-
-inline void printDevice(int ordinal, CUdevice device) {
-    char name[256] = {};
-    CHECK_DRIVER(cuDeviceGetName(name, sizeof(name), device));
-    std::printf("device %d name: %s\n", ordinal, name);
-}
-
-inline int deviceAttribute(CUdevice device, CUdevice_attribute attribute) {
-    int value = 0;
-    CHECK_DRIVER(cuDeviceGetAttribute(&value, attribute, device));
-    return value;
 }
 
 // A device as a CUmemLocation (the type every toolkit the course supports has; course::deviceLocation

@@ -56,10 +56,10 @@ int printManagedAttributes(CUdevice device) {
          "host can directly access managed memory on the device without migration"},
     };
     for (const Named& named : kAttributes) {
-        const int value = lesson26::deviceAttribute(device, named.attribute);
+        const int value = course::deviceAttribute(device, named.attribute);
         std::printf("%s: %d (%s: %s)\n", named.name, value, value ? "1 means" : "1 would mean", named.meaning);
     }
-    return lesson26::deviceAttribute(device, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY);
+    return course::deviceAttribute(device, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY);
 }
 
 // Step 2: the CPU writes the pattern through the pointer, a kernel doubles and increments every word
@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuInit(0));
     CUdevice device = 0;
     CHECK_DRIVER(cuDeviceGet(&device, ordinal));
-    lesson26::printDevice(ordinal, device);
+    course::printDeviceName(ordinal, device);
     int driverVersion = 0;
     CHECK_DRIVER(cuDriverGetVersion(&driverVersion));
     std::printf("built with CUDA headers: %s\n", course::formatCudaVersion(CUDA_VERSION).c_str());
@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
         std::printf("Result = SKIP (CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY is 0: no managed memory on this system)\n");
         return course::kExitNotApplicable;
     }
-    const bool concurrent = lesson26::deviceAttribute(device, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS) != 0;
+    const bool concurrent = course::deviceAttribute(device, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS) != 0;
     const std::string formsReason =
         lesson26::versionReason(lesson26::kLocationFormsVersion, driverVersion, "the _TYPE/_ID range attributes");
     const bool forms = formsReason.empty();

@@ -141,8 +141,8 @@ inline void printHostAtomics([[maybe_unused]] course::Verdict& verdict, [[maybe_
         return;
     }
 #if CUDA_VERSION >= 13000
-    const int all = deviceAttribute(device, CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED);
-    const int some = deviceAttribute(device, CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED);
+    const int all = course::deviceAttribute(device, CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED);
+    const int some = course::deviceAttribute(device, CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED);
     std::printf(
         "CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED: %d (%s: the link supports all native atomic "
         "operations)\n",

@@ -29,13 +29,13 @@ inline void printProps(const char* label, const CUmemAllocationProp& prop) {
 inline void propertiesFromHandles(course::Verdict& verdict, CUdevice device) {
     const char* const kPlain = "the first handle reports PINNED, this GPU and no shareable handle type";
     const char* const kRetained = "the handle retained from inside the mapping reports the POSIX file-descriptor type";
-    if (deviceAttribute(device, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) == 0) {
+    if (course::deviceAttribute(device, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) == 0) {
         std::printf("section allocation properties: SKIP (no virtual memory management on this device)\n");
         skipCheck(kPlain, "no virtual memory management on this device");
         skipCheck(kRetained, "no virtual memory management on this device");
         return;
     }
-    const bool posix = deviceAttribute(device, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED) != 0;
+    const bool posix = course::deviceAttribute(device, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED) != 0;
     CUmemAllocationProp prop{};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;

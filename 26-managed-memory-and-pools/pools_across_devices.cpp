@@ -236,7 +236,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuInit(0));
     CUdevice device = 0;
     CHECK_DRIVER(cuDeviceGet(&device, ordinal));
-    lesson26::printDevice(ordinal, device);
+    course::printDeviceName(ordinal, device);
     int driverVersion = 0;
     CHECK_DRIVER(cuDriverGetVersion(&driverVersion));
     std::printf("built with CUDA headers: %s\n", course::formatCudaVersion(CUDA_VERSION).c_str());
@@ -249,7 +249,7 @@ int main(int argc, char** argv) {
         std::printf("Result = SKIP (--peer asks for a second GPU; this machine has %d)\n", deviceCount);
         return course::kExitNotApplicable;
     }
-    const int pools = lesson26::deviceAttribute(device, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED);
+    const int pools = course::deviceAttribute(device, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED);
     std::printf("CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: %d\n", pools);
     if (pools == 0) {
         std::printf("Result = SKIP (no memory pools on this device: every step here needs them)\n");
