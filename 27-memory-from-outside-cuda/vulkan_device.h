@@ -184,6 +184,12 @@ void createDevice(Vulkan& vk);
 // Waits for the device to be idle, destroys the device and the instance, closes the loader:
 // whatever of that exists (also on the SKIP paths, where only some of it does).
 void closeVulkan(Vulkan& vk);
+// "Result = SKIP (reason)", then closeVulkan: the exit code for a step that cannot run here.
+inline int skipAndClose(Vulkan& vk, const std::string& reason) {
+    std::printf("Result = SKIP (%s)\n", reason.c_str());
+    closeVulkan(vk);
+    return course::kExitNotApplicable;
+}
 
 // Memory the program exports: its size is what vkGet*MemoryRequirements2 asked for, the size of
 // the whole VkDeviceMemory, which is what CUDA's import wants (CUDA_EXTERNAL_MEMORY_HANDLE_DESC::

@@ -41,12 +41,6 @@ using lesson27::Vulkan;
 constexpr int kCounterCount = 4096;  // elements the graph's kernel counts in
 constexpr auto kHold = std::chrono::milliseconds(200);
 
-int skipAndClose(Vulkan& vk, const std::string& reason) {
-    std::printf("Result = SKIP (%s)\n", reason.c_str());
-    lesson27::closeVulkan(vk);
-    return course::kExitNotApplicable;
-}
-
 // The graph's kernel node, after `after`: countLaunch adds 1 to each of the counter's elements.
 // The node copies the argument values when it is added (the locals may go).
 CUgraphNode addCountNode(CUgraph graph, CUgraphNode after, CUfunction countLaunch, CUdeviceptr counter) {
@@ -115,18 +109,19 @@ int main(int argc, char** argv) {
     course::printStep(1, "Vulkan: the loader and a Vulkan 1.2 instance");
     Vulkan vk;
     std::string skip = lesson27::openInstance(vk);
-    if (!skip.empty()) return skipAndClose(vk, skip);
+    if (!skip.empty()) return lesson27::skipAndClose(vk, skip);
 
     course::printStep(2, "CUDA: the device, its UUID, timeline semaphore interop");
     CHECK_DRIVER(cuInit(0));
     const lesson27::CudaDevice cuda = lesson27::openCudaDevice(ordinal);
     const CUdevice device = cuda.device;
-    if (!cuda.timelineInterop) return skipAndClose(vk, "this CUDA device cannot import timeline semaphores");
+    if (!cuda.timelineInterop)
+        return lesson27::skipAndClose(vk, "this CUDA device cannot import timeline semaphores");
 
     course::printStep(3, "Vulkan: the device with the same UUID, and one queue");
     skip = lesson27::pickDevice(vk, cuda.uuid);
     if (skip.empty()) skip = lesson27::imageExportable(vk, lesson27::kImageFormat, lesson27::kImageUsage);
-    if (!skip.empty()) return skipAndClose(vk, skip);
+    if (!skip.empty()) return lesson27::skipAndClose(vk, skip);
     lesson27::createDevice(vk);
     CUcontext context = nullptr;
     CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
