@@ -26,6 +26,7 @@
 
 #include <cuda.h>
 
+#include <cstdio>
 #include <string>
 
 #include "../common/check_driver.h"
@@ -143,5 +144,12 @@ inline std::string batchCallsUnavailable(int driverVersion) {
     return batchUnavailableReason(driverVersion);
 }
 #endif
+
+// The two batched programs' answer where the batched copies cannot run: the section and the
+// program SKIP with `reason`, and the exit code "not applicable here".
+inline int skipBatchedCopies(const std::string& reason) {
+    std::printf("section batched copies: SKIP (%s)\nResult = SKIP (%s)\n", reason.c_str(), reason.c_str());
+    return course::kExitNotApplicable;
+}
 
 }  // namespace lesson25

@@ -175,9 +175,7 @@ int main(int argc, char** argv) {
     course::Arguments args;
     if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
 #if CUDA_VERSION < 12080
-    const std::string reason = lesson25::batchUnavailableReason(CUDA_VERSION);
-    std::printf("section batched copies: SKIP (%s)\nResult = SKIP (%s)\n", reason.c_str(), reason.c_str());
-    return course::kExitNotApplicable;
+    return lesson25::skipBatchedCopies(lesson25::batchUnavailableReason(CUDA_VERSION));
 #else
     const int ordinal = args.deviceOrdinal();
 
@@ -191,11 +189,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuDriverGetVersion(&driverVersion));
     std::printf("driver supports CUDA: %s\n", course::formatCudaVersion(driverVersion).c_str());
     const std::string unavailable = lesson25::batchCallsUnavailable(driverVersion);  // versions, entry points
-    if (!unavailable.empty()) {
-        std::printf("section batched copies: SKIP (%s)\nResult = SKIP (%s)\n", unavailable.c_str(),
-                    unavailable.c_str());
-        return course::kExitNotApplicable;
-    }
+    if (!unavailable.empty()) return lesson25::skipBatchedCopies(unavailable);
     CUcontext context = nullptr;
     CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
     CHECK_DRIVER(cuCtxSetCurrent(context));

@@ -135,9 +135,7 @@ int main(int argc, char** argv) {
     course::Arguments args;
     if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
 #if CUDA_VERSION < 12080
-    const std::string reason = lesson25::batchUnavailableReason(CUDA_VERSION);
-    std::printf("section batched copies: SKIP (%s)\nResult = SKIP (%s)\n", reason.c_str(), reason.c_str());
-    return course::kExitNotApplicable;
+    return lesson25::skipBatchedCopies(lesson25::batchUnavailableReason(CUDA_VERSION));
 #else
     const int ordinal = args.deviceOrdinal();
 
@@ -153,11 +151,7 @@ int main(int argc, char** argv) {
     std::printf("driver supports CUDA: %s\n", course::formatCudaVersion(driverVersion).c_str());
     // The versions first, then the two entry points, through cuGetProcAddress (batch_compat.h).
     const std::string unavailable = lesson25::batchCallsUnavailable(driverVersion);
-    if (!unavailable.empty()) {
-        std::printf("section batched copies: SKIP (%s)\nResult = SKIP (%s)\n", unavailable.c_str(),
-                    unavailable.c_str());
-        return course::kExitNotApplicable;
-    }
+    if (!unavailable.empty()) return lesson25::skipBatchedCopies(unavailable);
     CUcontext context = nullptr;
     CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
     CHECK_DRIVER(cuCtxSetCurrent(context));
