@@ -5,7 +5,10 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -22,9 +25,10 @@ std::string expectedBlock(const std::string& readme) {
     return markedBlock(readme, "expected-output", "text");
 }
 
-// "NAME | devices: N" from the README's "<!-- captured-on: NAME | devices: N -->" marker.
+// "NAME | devices: N" from the "<!-- captured-on: NAME | devices: N -->" marker of the README's
+// expected output (the marker just above its begin marker).
 std::string capturedOn(const std::string& readme) {
-    static const std::regex marker("<!-- captured-on: (.*?) -->");
+    static const std::regex marker("<!-- captured-on: (.*?) -->\n<!-- expected-output:begin -->");
     std::smatch match;
     return std::regex_search(readme, match, marker) ? std::string(match[1]) : "";
 }
@@ -103,6 +107,250 @@ std::vector<std::string> labelsInOrder(const std::vector<std::string>& output) {
         if (!label.empty() && std::find(labels.begin(), labels.end(), label) == labels.end()) labels.push_back(label);
     }
     return labels;
+}
+
+// A lesson's make-bench block: what common/tools/fill-expected-output.py --bench writes between
+// "<!-- bench-output:begin -->" and "<!-- bench-output:end -->" (its captured-on marker, a line of
+// prose in the README's language, the ```text fence), as the marker line and the fenced text, the
+// part that must be the same in both READMEs. Empty when the README has none.
+std::string benchBlock(const std::string& readme) {
+    static const std::regex block(
+        "<!-- bench-output:begin -->\n(<!-- captured-on: .*? -->)\n[^\n]*\n```text\n([\\s\\S]*?)\n```\n<!-- "
+        "bench-output:end -->");
+    std::smatch match;
+    return std::regex_search(readme, match, block) ? std::string(match[1]) + "\n" + std::string(match[2]) : "";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-GPU figures in prose. A sentence of a README (outside code fences) that names a GPU model may
+// quote a figure only where a captured ```text block of that model on the same page holds it, its
+// "<!-- captured-on: NAME ... -->" marker naming the model: a figure measured once on one GPU must
+// be the one that the page shows that GPU printing. In a table, each cell is a sentence, headed by
+// the GPU names of its column's header. A figure: a decimal number, a number with thousands
+// separators, or a number followed by a unit (ns us µs ms s GB/s TB/s KiB MiB GiB bytes x × %
+// times 倍 字节); the first number of a range ("31 to 48 µs") takes the range's unit. Not figures:
+// versions, header citations, products and sizes (8 × 132), GPU counts (2×H200) and quotations
+// ("…", `…`) that hold no number with a unit. A block holds a figure when it has the same number
+// (separators dropped) standing alone, followed by the same unit where the prose gives one.
+// The rule is a heuristic, matched byte by byte (ASCII classes): the prototype of exactly the
+// same rule is kept beside the course's tools as figcheck.py.
+
+const std::string kModels =
+    "(H100|H200|A100|GH200|GB200|B200|L40S?|L4|T4|V100|A10|RTX ?[0-9]{4}|Orin|Thor|Xavier)s?\\b";
+const std::string kUnits = "(GB/s|TB/s|KiB|MiB|GiB|bytes|times|ns|us|µs|ms|s|x)(?![A-Za-z0-9_])| ?(×|%|倍|字节)";
+
+struct Figure {
+    std::string number;  // without thousands separators
+    std::string unit;    // µs as us, × times 倍 as x, 字节 as bytes; empty when none
+    bool operator==(const Figure&) const = default;
+};
+
+// The GPU models a text names.
+std::vector<std::string> modelsIn(const std::string& text) {
+    static const std::regex model("\\b" + kModels);
+    std::vector<std::string> found;
+    for (std::sregex_iterator it(text.begin(), text.end(), model), end; it != end; ++it) found.push_back((*it)[1]);
+    return found;
+}
+
+// The unit right after a number, if any, as Figure::unit holds it; empty when none.
+bool unitAt(const std::string& after, std::string& unit) {
+    static const std::regex pattern(" ?" + kUnits);
+    static const std::map<std::string, std::string> canonical = {
+        {"µs", "us"}, {"×", "x"}, {"times", "x"}, {"倍", "x"}, {"字节", "bytes"}};
+    std::smatch match;
+    if (!std::regex_search(after, match, pattern, std::regex_constants::match_continuous)) return false;
+    unit = match[1].matched ? match[1] : match[2];
+    if (canonical.count(unit)) unit = canonical.at(unit);
+    return true;
+}
+
+// Every number of a text that stands alone (not part of a name such as H100, x16 or 12.8.1), with
+// the unit that follows it; with `figuresOnly`, only the figures.
+std::vector<Figure> numbersIn(const std::string& text, bool figuresOnly) {
+    static const std::regex number("[0-9]{1,3}(?:,[0-9]{3})+(?:\\.[0-9]+)?(?![0-9])|[0-9]+(?:\\.[0-9]+)?");
+    static const std::regex glued("[A-Za-z0-9_]|[.,][0-9]");
+    static const std::regex rangeTo("\\s*(?:to|–|-|~|到|至)\\s*");
+    const auto here = std::regex_constants::match_continuous;
+    std::vector<Figure> found;
+    for (std::sregex_iterator it(text.begin(), text.end(), number), end; it != end; ++it) {
+        const auto at = static_cast<size_t>(it->position());
+        const char before = at > 0 ? text[at - 1] : ' ';
+        if (std::isalnum(static_cast<unsigned char>(before)) || std::string("_.:/-").find(before) != std::string::npos)
+            continue;
+        const std::string digits = it->str();
+        const std::string after = text.substr(at + digits.size(), 40);
+        std::string unit;
+        std::smatch match;
+        if (!unitAt(after, unit)) {
+            if (std::regex_search(after, match, glued, here)) continue;
+            // The first number of a range takes the range's unit: "31 to 48 µs".
+            if (std::regex_search(after, match, rangeTo, here)) {
+                const std::string rest = after.substr(static_cast<size_t>(match.length()));
+                std::smatch next;
+                if (std::regex_search(rest, next, number, here))
+                    unitAt(rest.substr(static_cast<size_t>(next.length())), unit);
+            }
+        }
+        const bool figure = digits.find_first_of(".,") != std::string::npos || !unit.empty();
+        if (figuresOnly && !figure) continue;
+        std::string plain;
+        std::copy_if(digits.begin(), digits.end(), std::back_inserter(plain), [](char c) { return c != ','; });
+        found.push_back({plain, unit});
+    }
+    return found;
+}
+
+// The figures a sentence quotes: its numbers without versions, citations, products, GPU counts and
+// quotations that hold no number with a unit.
+std::vector<Figure> figuresIn(const std::string& sentence) {
+    const std::string version = "[0-9]+(?:\\.[0-9]+)*(?:\\.x)?";
+    const std::string versions = version + "(?:\\s?(?:–|-)\\s?" + version + ")?";
+    static const std::regex excluded(
+        "[\\w./-]*\\.(?:h|hpp|cpp|cu|md|py|sh|txt|mk):[0-9]+(?:-[0-9]+)?"
+        "|\\b(?:CUDA|driver|drivers|JetPack|R|sm_|compute_|capability|Catch2|g\\+\\+|clang|C\\+\\+|Ubuntu|Debian"
+        "|version|versions|PCIe|gen|v|cuda-gdb|nvcc|glibc|Python)\\s?(?:(?:≥|>=|≤|<=)\\s?)?" +
+        versions + "|(?:驱动|计算能力|版本|≥|>=|≤|<=)\\s?" + versions +
+        "|[0-9]+\\.[0-9]+ (?:headers|or newer|and newer|drivers?|toolkits?)|[0-9]+\\.[0-9]+\\.[0-9]+"
+        "|[0-9]+ ?(?:x|×) ?(?:NVIDIA )?(?=" +
+        kModels +
+        ")"
+        "|[0-9]+(?: ?(?:x|×) ?[0-9]+)+(?![0-9.])");
+    static const std::regex quoted("`[^`]*`|\"[^\"]*\"|“(?:(?!”)[\\s\\S])*”");
+    static const std::regex figureInside("[0-9]{1,3},[0-9]{3}|[0-9](?: ?" + kUnits + ")");
+    static const std::regex decimal("[0-9]+\\.[0-9]+");
+    const std::string text = std::regex_replace(sentence, excluded, " ");
+    std::string kept;
+    size_t from = 0;
+    for (std::sregex_iterator it(text.begin(), text.end(), quoted), end; it != end; ++it) {
+        const std::string quote = it->str();
+        const bool keep =
+            std::regex_search(quote, figureInside) || (quote[0] == '`' && std::regex_search(quote, decimal));
+        kept += text.substr(from, static_cast<size_t>(it->position()) - from) + (keep ? quote : " ");
+        from = static_cast<size_t>(it->position() + it->length());
+    }
+    return numbersIn(kept + text.substr(from), true);
+}
+
+// The text without the white space around it.
+std::string trim(const std::string& text) {
+    const auto first = text.find_first_not_of(" \t\r\n");
+    return first == std::string::npos ? "" : text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+}
+
+// The cells of a table row.
+std::vector<std::string> cellsOf(std::string row) {
+    row = trim(row);
+    row = row.substr(row.find_first_not_of('|') == std::string::npos ? row.size() : row.find_first_not_of('|'));
+    row = row.substr(0, row.find_last_not_of('|') + 1);
+    std::vector<std::string> cells;
+    std::stringstream stream(row);
+    for (std::string cell; std::getline(stream, cell, '|');) cells.push_back(cell);
+    return cells;
+}
+
+// A paragraph's sentences; in a table, each cell after the GPU names of its column's header cell.
+std::vector<std::string> sentencesOf(const std::string& paragraph) {
+    std::vector<std::string> sentences;
+    const auto rows = lines(paragraph);
+    if (!rows.empty() && trim(rows[0]).rfind('|', 0) == 0) {
+        const auto header = cellsOf(rows[0]);
+        for (const auto& row : rows) {
+            const auto cells = cellsOf(row);
+            for (size_t i = 0; i < cells.size(); ++i) {
+                std::string models;
+                for (const auto& model : modelsIn(i < header.size() ? header[i] : "")) models += model + " ";
+                sentences.push_back(models + cells[i]);
+            }
+        }
+        return sentences;
+    }
+    static const std::regex boundary(
+        "([.;:!?])\\s+(?=[A-Z(*`\"]|cuda\\.h)|。|；|！|？|\\n(?=\\s*(?:[-*|]|[0-9]+\\.)\\s)");
+    size_t from = 0;
+    const auto add = [&](size_t to) {
+        const std::string sentence = paragraph.substr(from, to - from);
+        if (sentence.find_first_not_of(" \t\n") != std::string::npos) sentences.push_back(sentence);
+    };
+    for (std::sregex_iterator it(paragraph.begin(), paragraph.end(), boundary), end; it != end; ++it) {
+        add(static_cast<size_t>(it->position()) + ((*it)[1].matched ? 1 : 0));
+        from = static_cast<size_t>(it->position() + it->length());
+    }
+    add(paragraph.size());
+    return sentences;
+}
+
+// A README's captured blocks (marker, text) and its prose paragraphs (first line, text): a heading
+// is a paragraph of its own; comments and fenced blocks are not prose.
+struct Page {
+    std::vector<std::pair<std::string, std::string>> captured;
+    std::vector<std::pair<size_t, std::string>> paragraphs;
+};
+Page pageOf(const std::string& readme) {
+    static const std::regex marker("<!-- captured-on: (.*?) -->");
+    const auto text = lines(readme);
+    Page page;
+    std::string capturedOn;  // the marker that the next fence belongs to
+    std::string paragraph;
+    size_t first = 0;
+    const auto close = [&] {
+        if (!paragraph.empty()) page.paragraphs.emplace_back(first, paragraph);
+        paragraph.clear();
+    };
+    for (size_t i = 0; i < text.size(); ++i) {
+        const std::string& line = text[i];
+        const std::string trimmed = trim(line);
+        std::smatch match;
+        if (std::regex_search(line, match, marker)) capturedOn = match[1];
+        if (trimmed.rfind("```", 0) == 0) {
+            close();
+            size_t j = i + 1;
+            std::string block;
+            for (; j < text.size() && trim(text[j]).rfind("```", 0) != 0; ++j) block += text[j] + "\n";
+            if (!capturedOn.empty() && trimmed == "```text") page.captured.emplace_back(capturedOn, block);
+            capturedOn.clear();
+            i = j;
+        } else if (trimmed.empty() || trimmed[0] == '#') {
+            close();
+            if (!trimmed.empty()) page.paragraphs.emplace_back(i + 1, line);
+        } else if (trimmed.rfind("<!--", 0) != 0) {
+            if (paragraph.empty()) first = i + 1;
+            paragraph += (paragraph.empty() ? "" : "\n") + line;
+        }
+    }
+    close();
+    return page;
+}
+
+// "line N: FIGURE | sentence" for every figure of the README's prose that no captured block of the
+// GPUs its sentence names holds; empty when the README keeps the rule.
+std::vector<std::string> uncapturedFigures(const std::string& readme) {
+    const Page page = pageOf(readme);
+    std::vector<std::string> found;
+    for (const auto& [line, paragraph] : page.paragraphs)
+        for (const auto& sentence : sentencesOf(paragraph)) {
+            const auto models = modelsIn(sentence);
+            if (models.empty()) continue;
+            std::string blocks;
+            for (const auto& [marker, block] : page.captured)
+                if (std::any_of(models.begin(), models.end(),
+                                [&](const std::string& m) { return contains(marker, m); }))
+                    blocks += block;
+            const auto held = numbersIn(blocks, false);
+            // The sentence's start, cut before a character rather than inside one (UTF-8).
+            size_t cut = std::min<size_t>(sentence.size(), 120);
+            while (cut < sentence.size() && (static_cast<unsigned char>(sentence[cut]) & 0xC0) == 0x80) --cut;
+            const std::string start = std::regex_replace(sentence.substr(0, cut), std::regex("\\s+"), " ");
+            for (const auto& figure : figuresIn(sentence)) {
+                const bool inBlock = std::any_of(held.begin(), held.end(), [&](const Figure& h) {
+                    return h.number == figure.number && (h.unit == figure.unit || figure.unit.empty());
+                });
+                if (!inBlock)
+                    found.push_back("line " + std::to_string(line) + ": " + figure.number +
+                                    (figure.unit.empty() ? "" : " " + figure.unit) + " | " + start);
+            }
+        }
+    return found;
 }
 
 const char* const kEnglishSections[] = {"## Goal",        "## Concepts", "## API calls introduced",
@@ -299,4 +547,68 @@ TEST_CASE("The docs comparison replaces measured numbers, percentages and file:l
     CHECK(normalise("exit code: 77") != normalise("exit code: 1"));
     CHECK(normalise("favoured on this device: dGPU way") == normalise("favoured on this device: too close to call"));
     CHECK(normalise("favoured because: the fastest") == normalise("favoured because: within the margin"));
+}
+
+TEST_CASE("Prose quotes a per-GPU figure only where a captured block of that GPU on the same page holds it",
+          "[cpu][docs]") {
+    std::vector<std::string> documents = {"README.md", "README.zh-CN.md"};
+    for (const auto& folder : lessonFolders()) {
+        documents.push_back(folder + "/README.md");
+        documents.push_back(folder + "/README.zh-CN.md");
+    }
+    for (const auto& document : documents) {
+        const auto found = uncapturedFigures(readText(repoRoot() + "/" + document));
+        std::string list;
+        for (const auto& figure : found) list += "\n  " + figure;
+        INFO(document << ": figures no captured block of the GPU named holds:" << list);
+        CHECK(found.empty());
+    }
+}
+
+TEST_CASE("The per-GPU figure rule passes what the GPU's own block holds and nothing else", "[cpu][docs]") {
+    const std::string page =
+        "<!-- captured-on: NVIDIA H100 80GB HBM3 | devices: 1 -->\n<!-- expected-output:begin -->\n```text\n"
+        "first launch: 19.2 us\ncopied: 5,570,560 bytes\nratio: 3.48 x\n== Step 14 ==\n```\n<!-- expected-output:end "
+        "-->\n\n"
+        "<!-- captured-on: NVIDIA H200 | devices: 2 | make bench -->\n```text\nfirst launch: 17.5 us\n```\n\n"
+        "```text\nuncaptured: 42.5 us\n```\n\n";
+    const auto flagged = [&](const std::string& prose) { return uncapturedFigures(page + prose + "\n").size(); };
+    // A figure its GPU's block holds, whatever the spelling of the unit or of the separators.
+    CHECK(flagged("On the H100 the first launch took 19.2 µs and copied 5570560 bytes, 3.48× as many.") == 0);
+    CHECK(flagged("在 H100 上复制了 5,570,560 字节。") == 0);
+    CHECK(flagged("On the H200 the first launch took 17.5 µs.") == 0);
+    // Absent from the block, rounded, or only in another GPU's block or in a block with no marker.
+    CHECK(flagged("On the H100 the first launch took 19.3 µs.") == 1);
+    CHECK(flagged("On the H100 the ratio was about 3 x, and 14 x once.") == 2);
+    CHECK(flagged("On the H100 the first launch took 17.5 µs.") == 1);
+    CHECK(flagged("On the H100 it was 42.5 µs.") == 1);
+    CHECK(flagged("在 H100 上为 5,636,096 字节。") == 1);
+    CHECK(flagged("Observed on the H200: 31 to 48 µs.") == 2);
+    // A table: the header's GPU names apply to the cells of their column.
+    CHECK(flagged("| | H100 | H200 |\n| --- | --- | --- |\n| first launch | 19.2 us | 17.5 us |") == 0);
+    CHECK(flagged("| | H100 | H200 |\n| --- | --- | --- |\n| first launch | 17.5 us | 19.2 us |") == 2);
+    // Not figures: versions, citations, products, GPU counts, quotations; and sentences naming no GPU.
+    CHECK(flagged("The H100 ran CUDA 13.0 and driver 580.159.04 (compute capability ≥ 9.0, PCIe 5.0, 12.4 headers, "
+                  "cuda.h:1234-1240, main.cpp:12).") == 0);
+    CHECK(flagged("2×H200 and an H100 ran it: 8 × 132 blocks of an 8192 × 8192 image, \"in the range [0.0, 1.0]\".") ==
+          0);
+    CHECK(flagged("On the H100 it launched 132 blocks on 16 streams.") == 0);
+    CHECK(flagged("The first launch took 99.9 µs.") == 0);
+}
+
+TEST_CASE("A lesson's make-bench block is the same in both READMEs and names its GPU", "[cpu][docs]") {
+    const std::regex marker("<!-- captured-on: .+ \\| devices: [0-9]+ \\| make bench -->\n[\\s\\S]+");
+    for (const auto& folder : lessonFolders()) {
+        INFO(folder);
+        const std::string english = benchBlock(readText(repoRoot() + "/" + folder + "/README.md"));
+        CHECK(english == benchBlock(readText(repoRoot() + "/" + folder + "/README.zh-CN.md")));
+        if (!english.empty()) CHECK(std::regex_match(english, marker));
+    }
+    const std::string sample =
+        "<!-- bench-output:begin -->\n<!-- captured-on: NVIDIA H200 | devices: 1 | make bench -->\n"
+        "What it printed:\n```text\nbench: x = 1.0 us\n```\n<!-- bench-output:end -->\n";
+    CHECK(benchBlock("# Lesson\n" + sample) ==
+          "<!-- captured-on: NVIDIA H200 | devices: 1 | make bench -->\nbench: x = 1.0 us");
+    CHECK(std::regex_match(benchBlock(sample), marker));
+    CHECK(benchBlock("no block here").empty());
 }
