@@ -132,7 +132,9 @@ $(1)_BIN       := $$(firstword $$($(1)_BINS))
 $(1)_BENCH_BINS := $$(if $$(filter yes,$$($(1)_BENCH)),$$($(1)_BINS),$$(addprefix $(BUILD)/$(1)/,$$($(1)_BENCH)))
 $(1)_PROGRAM_LIST := $(BUILD)/$(1)/programs.txt
 $(1)_RUN_ALONE_LIST := $(BUILD)/$(1)/run-alone.txt
-$(1)_ALL       := $$($(1)_BINS) $$($(1)_MODULES) $$($(1)_STANDALONE) $$($(1)_PROGRAM_LIST) $$($(1)_RUN_ALONE_LIST)
+$(1)_BENCH_LIST := $(BUILD)/$(1)/bench.txt
+$(1)_ALL       := $$($(1)_BINS) $$($(1)_MODULES) $$($(1)_STANDALONE) $$($(1)_PROGRAM_LIST) $$($(1)_RUN_ALONE_LIST) \
+                  $$($(1)_BENCH_LIST)
 $(1)_SETUP_STAMPS := $$(patsubst %,$(BUILD)/setup/%.ok,$$($(1)_SETUP))
 $(1)_HOST_OBJS := $$(patsubst %.cpp,$(BUILD)/%.o,$$(wildcard $(1)/*.cpp))
 $(1)_CU_OBJS   := $$(patsubst %.cu,$(BUILD)/%.cu.o,$$(wildcard $(1)/*.cu))
@@ -157,6 +159,11 @@ $$($(1)_PROGRAM_LIST): $(wildcard $(1)/lesson.mk) Makefile
 $$($(1)_RUN_ALONE_LIST): $(wildcard $(1)/lesson.mk) Makefile
 	@mkdir -p $$(@D)
 	$(Q)printf '%s\n' $$($(1)_RUN_ALONE) >$$@
+
+# The programs with a --bench mode, for common/tools/capture-bench.sh (build/NN-topic/bench.txt).
+$$($(1)_BENCH_LIST): $(wildcard $(1)/lesson.mk) Makefile
+	@mkdir -p $$(@D)
+	$(Q)printf '%s\n' $$(notdir $$($(1)_BENCH_BINS)) >$$@
 
 $(BUILD)/$(1)/%: $(1)/standalone/%.cpp
 	@echo "  CXX     $$@"
@@ -266,6 +273,10 @@ test: all ## Build and run the Catch2 suite (GPU tests skip, with the reason, wh
 bench: $(LESSON_ALL) $(BUILD)/tools/driver-probe ## Run the lessons' benchmark modes (--bench) and print one table
 	$(Q)$(BUILD)/tools/driver-probe
 	$(Q)DRIVER_PROBE=$(BUILD)/tools/driver-probe common/tools/bench-lessons.sh $(BENCH_BINS)
+
+.PHONY: bench-list
+bench-list: ## Print the lessons that have a --bench mode (for common/tools/capture-bench.sh)
+	@echo $(foreach l,$(LESSONS),$(if $($(l)_BENCH_BINS),$(l)))
 
 sanitize: $(LESSON_ALL) $(BUILD)/tools/driver-probe ## Run every lesson under compute-sanitizer (4 tools) and print a table
 	$(Q)$(BUILD)/tools/driver-probe

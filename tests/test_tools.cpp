@@ -304,3 +304,52 @@ TEST_CASE("Every program of every lesson has at least one mutant", "[cpu][tools]
             CHECK(run("grep", search).exitCode == 0);
         }
 }
+
+TEST_CASE("The bench capture runs a lesson's --bench programs and fills both READMEs' make-bench block",
+          "[cpu][tools][bench]") {
+    // A stand-in build: lesson 99-demo with two --bench programs (bench.txt, as the Makefile writes
+    // it) and a driver probe that names a GPU.
+    const std::string build = scratchDir() + "/fakes/bench-capture/build";
+    const std::string lesson = scratchDir() + "/fakes/bench-capture/99-demo";
+    REQUIRE(std::system(
+                ("rm -rf " + build + " " + lesson + " && mkdir -p " + build + "/99-demo " + build + "/tools " + lesson)
+                    .c_str()) == 0);
+    REQUIRE(writeFile(build + "/99-demo/bench.txt", "copy\nlaunch\n"));
+    REQUIRE(
+        writeFile(build + "/99-demo/copy", "#!/bin/sh\necho \"copy args: $*\"\necho 'bench: copy = 1.5 us'\n", 0755));
+    REQUIRE(
+        writeFile(build + "/99-demo/launch", "#!/bin/sh\necho 'Result = SKIP (needs two GPUs)' >&2\nexit 77\n", 0755));
+    REQUIRE(writeFile(build + "/tools/driver-probe", "#!/bin/sh\necho 'NVIDIA Stand-in | devices: 1'\n", 0755));
+    const RunResult capture = run(repoRoot() + "/common/tools/capture-bench.sh", runnerArgs({build, "99-demo"}));
+    CHECK(capture.exitCode == 0);
+    CHECK(capture.out ==
+          "################ 99-demo/copy --bench ################\ncopy args: --bench\nbench: copy = 1.5 us\n\n"
+          "################ 99-demo/launch --bench ################\nResult = SKIP (needs two GPUs)\n"
+          "captured-on: NVIDIA Stand-in | devices: 1 | make bench\n");
+
+    // Both READMEs get the block at the end of their Expected output section, and a second fill
+    // replaces it instead of adding another.
+    REQUIRE(writeFile(lesson + "/README.md", "# Demo\n## Expected output\nIt prints.\n\n## Pitfalls\nNone.\n"));
+    REQUIRE(writeFile(lesson + "/README.zh-CN.md", "# 演示\n## 预期输出\n它会打印。\n\n## 常见陷阱\n无。\n"));
+    REQUIRE(writeFile(lesson + "/bench.txt", capture.out));
+    RunOptions fill =
+        runnerArgs({repoRoot() + "/common/tools/fill-expected-output.py", "--bench", lesson, lesson + "/bench.txt"});
+    REQUIRE(run("python3", fill).exitCode == 0);
+    const std::string once = readText(lesson + "/README.md");
+    REQUIRE(run("python3", fill).exitCode == 0);
+    CHECK(readText(lesson + "/README.md") == once);
+    const std::string block = "<!-- captured-on: NVIDIA Stand-in | devices: 1 | make bench -->\n";
+    const std::string fenced = "```text\n################ 99-demo/copy --bench ################\n";
+    for (const auto& name : {"/README.md", "/README.zh-CN.md"}) {
+        INFO(name);
+        const std::string text = readText(lesson + name);
+        CHECK(contains(text, "<!-- bench-output:begin -->\n" + block));
+        CHECK(contains(text, fenced));
+        CHECK(contains(text, "SKIP (needs two GPUs)\n```\n<!-- bench-output:end -->\n\n## "));
+    }
+    // A capture without its make-bench marker is refused.
+    REQUIRE(writeFile(lesson + "/plain.txt", "bench: copy = 1.5 us\ncaptured-on: NVIDIA Stand-in | devices: 1\n"));
+    CHECK(run("python3", runnerArgs({repoRoot() + "/common/tools/fill-expected-output.py", "--bench", lesson,
+                                     lesson + "/plain.txt"}))
+              .exitCode == 1);
+}
