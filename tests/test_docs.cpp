@@ -129,7 +129,8 @@ std::string benchBlock(const std::string& readme) {
 // the GPU names of its column's header. A figure: a decimal number, a number with thousands
 // separators, or a number followed by a unit (ns us µs ms s GB/s TB/s KiB MiB GiB bytes x × %
 // times 倍 字节); the first number of a range ("31 to 48 µs") takes the range's unit. Not figures:
-// versions, header citations, products and sizes (8 × 132), GPU counts (2×H200) and quotations
+// versions, header citations, products and sizes (8 × 132), GPU counts (2×H200), intervals
+// ([0.0, 1.0]) and quotations
 // ("…", `…`) that hold no number with a unit. A block holds a figure when it has the same number
 // (separators dropped) standing alone, followed by the same unit where the prose gives one.
 // The rule is a heuristic, matched byte by byte (ASCII classes): the prototype of exactly the
@@ -201,8 +202,8 @@ std::vector<Figure> numbersIn(const std::string& text, bool figuresOnly) {
     return found;
 }
 
-// The figures a sentence quotes: its numbers without versions, citations, products, GPU counts and
-// quotations that hold no number with a unit.
+// The figures a sentence quotes: its numbers without versions, citations, products, GPU counts,
+// intervals and quotations that hold no number with a unit.
 std::vector<Figure> figuresIn(const std::string& sentence) {
     const std::string version = "[0-9]+(?:\\.[0-9]+)*(?:\\.x)?";
     const std::string versions = version + "(?:\\s?(?:–|-)\\s?" + version + ")?";
@@ -215,7 +216,8 @@ std::vector<Figure> figuresIn(const std::string& sentence) {
         "|[0-9]+ ?(?:x|×) ?(?:NVIDIA )?(?=" +
         kModels +
         ")"
-        "|[0-9]+(?: ?(?:x|×) ?[0-9]+)+(?![0-9.])");
+        "|[0-9]+(?: ?(?:x|×) ?[0-9]+)+(?![0-9.])"
+        "|[\\[(][0-9.]+, ?[0-9.]+[\\])]");
     static const std::regex quoted("`[^`]*`|\"[^\"]*\"|“(?:(?!”)[\\s\\S])*”");
     static const std::regex figureInside("[0-9]{1,3},[0-9]{3}|[0-9](?: ?" + kUnits + ")");
     static const std::regex decimal("[0-9]+\\.[0-9]+");
@@ -590,8 +592,8 @@ TEST_CASE("The per-GPU figure rule passes what the GPU's own block holds and not
     // Not figures: versions, citations, products, GPU counts, quotations; and sentences naming no GPU.
     CHECK(flagged("The H100 ran CUDA 13.0 and driver 580.159.04 (compute capability ≥ 9.0, PCIe 5.0, 12.4 headers, "
                   "cuda.h:1234-1240, main.cpp:12).") == 0);
-    CHECK(flagged("2×H200 and an H100 ran it: 8 × 132 blocks of an 8192 × 8192 image, \"in the range [0.0, 1.0]\".") ==
-          0);
+    CHECK(flagged("2×H200 and an H100 ran it: 8 × 132 blocks of an 8192 × 8192 image, texels in [0.0, 1.0], "
+                  "\"a step of 0.5\".") == 0);
     CHECK(flagged("On the H100 it launched 132 blocks on 16 streams.") == 0);
     CHECK(flagged("The first launch took 99.9 µs.") == 0);
 }
