@@ -130,11 +130,11 @@ std::string benchBlock(const std::string& readme) {
 // separators, or a number followed by a unit (ns us µs ms s GB/s TB/s KiB MiB GiB bytes x × %
 // times 倍 字节); the first number of a range ("31 to 48 µs") takes the range's unit. Not figures:
 // versions, header citations, products and sizes (8 × 132), GPU counts (2×H200), intervals
-// ([0.0, 1.0]) and quotations
-// ("…", `…`) that hold no number with a unit. A block holds a figure when it has the same number
-// (separators dropped) standing alone, followed by the same unit where the prose gives one.
-// The rule is a heuristic, matched byte by byte (ASCII classes): the prototype of exactly the
-// same rule is kept beside the course's tools as figcheck.py.
+// ([0.0, 1.0]) and quotations ("…", `…`) that hold no number with a unit. A block holds a figure
+// when it has the same number (separators dropped) standing alone, followed by the same unit where
+// the prose gives one.
+// The rule is a heuristic, matched byte by byte (ASCII classes): where it takes a real non-figure
+// for a figure, improve the rule; it must never let a measured per-GPU value through.
 
 const std::string kModels =
     "(H100|H200|A100|GH200|GB200|B200|L40S?|L4|T4|V100|A10|RTX ?[0-9]{4}|Orin|Thor|Xavier)s?\\b";
