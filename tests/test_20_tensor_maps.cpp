@@ -220,6 +220,9 @@ TEST_CASE("Lesson 20 swizzle_bench: both reads agree, the XOR formula holds, all
         CHECK(checkOk(r.out, "the tensor-map tile copy equals the source"));
         CHECK(checkOk(r.out, "the coalesced float4 copy equals the source"));
         CHECK(checkOk(r.out, "the cuMemcpyDtoD copy equals the source"));
+        // Each rate divides the same bytes by its time: 8192 x 8192 floats, read once and written once.
+        CHECK(valueOf(r.out, "bytes each rate counts (read + write)") == std::to_string(2ull * 8192 * 8192 * 4));
+        CHECK(checkOk(r.out, "each rate counts the bytes read plus the bytes found written"));
     }
 }
 
