@@ -249,8 +249,11 @@ TEST_CASE("Lesson 20 swizzle_bench --bench: copy rates as shares of the DRAM pea
         INFO(way);
         CHECK(benchValue(r.out, std::string(way) + " 256 MiB (read + write)") > 0.0);
         const double share = benchValue(r.out, std::string(way) + " share of DRAM peak");
-        CHECK(share > 0.0);
         CHECK(share <= 100.0);  // the theoretical peak bounds every copy of a matrix far larger than L2
+        // Above half the peak: a rate that counted the bytes once (half the true one, at most 50 %
+        // where the true one is at most 100 %) cannot pass. Observed: 82 to 89 % on the H100 of the
+        // README's bench block, a wide margin over 50.
+        CHECK(share > 50.0);
     }
 }
 
