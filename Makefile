@@ -81,6 +81,11 @@ comma := ,
 empty :=
 space := $(empty) $(empty)
 NVCCFLAGS += -std=c++17 -Xcompiler $(subst $(space),$(comma),$(strip $(WARNINGS)))
+# -Xcompiler reaches the host compiler only: nvcc's own front end and ptxas report device code
+# (an unused variable in a kernel, say) as nvcc warnings, which WERROR=1 makes errors too.
+ifeq ($(WERROR),1)
+NVCCFLAGS += -Werror all-warnings
+endif
 # The stub libcuda.so is for linking only: at run time the driver's libcuda.so.1 is used.
 LDFLAGS  := -pthread -L$(CUDA_PATH)/lib64/stubs -L$(CUDA_PATH)/lib64 -Wl,-rpath,$(CUDA_PATH)/lib64
 CUDART   := -lcudart_static -ldl -lrt -lpthread

@@ -5,14 +5,15 @@
 // key made of everything its compile depends on, in the user's cache folder, written atomically,
 // checked whenever it is read. The
 // plain run shows one entry's life the same way whatever an earlier run left: evicted, a miss, a
-// compile and a store; a hit that runs; then the entry damaged on purpose five ways (a byte
-// flipped, cut short, no header, another key's entry, a symbolic link), each time detected and
-// rebuilt. --bench times four ways to get the same kernel.
+// compile and a store; a hit that runs; then the entry damaged on purpose six ways (a byte
+// flipped, cut short, no header, another key's entry, a symbolic link, writable by others), each
+// time detected and rebuilt. --bench times four ways to get the same kernel.
 //
 //   compile_cache [--device N] [--bench]
 #include <cuda.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,7 +22,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,7 +53,7 @@ std::string compileOrExit(const std::string& source, const std::vector<std::stri
 }
 
 // Step 5: the ways an entry is damaged on purpose, what the lookup must then say, and the check.
-enum class Damage { FlipByte, CutShort, NoHeader, OtherKey, SymbolicLink };
+enum class Damage { FlipByte, CutShort, NoHeader, OtherKey, SymbolicLink, OpenToOthers };
 
 struct DamageCase {
     Damage damage;
@@ -71,13 +71,20 @@ constexpr DamageCase kDamageCases[] = {
      "an entry stored under another key is refused"},
     {Damage::SymbolicLink, "a symbolic link to a whole entry", lesson18::EntryState::NotAFile,
      "a symbolic link is refused"},
+    {Damage::OpenToOthers, "writable by group and others", lesson18::EntryState::NotPrivate,
+     "an entry others may write to is refused"},
 };
 
 // The file a symbolic link points to in step 5: a copy of the whole entry, beside it.
 constexpr const char* kLinkTarget = "demo-link-target";
 
-void writeFileAsIs(const std::string& path, const std::string& bytes) {
-    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+// Writes the bytes over the file, then gives it `mode` (fchmod: the umask does not apply).
+// O_NOFOLLOW: should a symbolic link stand in the entry's place (readEntry says who could put one
+// there), the damage is refused rather than done to the file it points to.
+void writeFileAsIs(const std::string& path, const std::string& bytes, mode_t mode = 0600) {
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 || !lesson18::writeAll(fd, bytes) || fchmod(fd, mode) != 0) std::perror("damage");
+    if (fd >= 0) close(fd);
 }
 
 // Step 5: damages the entry one way. The entry is whole when this starts.
@@ -106,6 +113,9 @@ void damage(Damage how, const std::string& folder, const std::string& entry, std
             writeFileAsIs(folder + "/" + kLinkTarget, file);
             unlink(entry.c_str());
             if (symlink(kLinkTarget, entry.c_str()) != 0) std::perror("symlink");
+            break;
+        case Damage::OpenToOthers:  // the entry's own bytes, with write permission for all (0666)
+            writeFileAsIs(entry, file, 0666);
             break;
     }
 }

@@ -23,8 +23,9 @@ namespace lesson18 {
 // differently; other damage goes unnoticed with a chance of about 1 in 2^64. That is a check
 // against accidents (a crash, a full disk, a flipped bit, a file cut short). It is no defence
 // against an attacker: whoever can write the file can give it a matching hash. What keeps other
-// users from planting code is the folders: makePrivateFolders refuses any that another user owns
-// or could write to, and readEntry refuses symbolic links.
+// users from planting code is who owns what: makePrivateFolders refuses folders that another user
+// owns or could write to, and readEntry refuses symbolic links and any entry that is not this
+// user's own (readEntry says why the folders alone are not enough).
 constexpr std::uint64_t kFnvOffsetBasis = 14695981039346656037ull;
 constexpr std::uint64_t kFnvPrime = 1099511628211ull;
 
@@ -200,13 +201,15 @@ inline std::string entryName(std::uint64_t key) {
     return hex64(key) + ".cubin";
 }
 
-enum class EntryState { Hit, Missing, NotAFile, Unreadable, NotAnEntry, OtherKey, WrongSize, Corrupt };
+enum class EntryState { Hit, Missing, NotAFile, NotPrivate, Unreadable, NotAnEntry, OtherKey, WrongSize, Corrupt };
 
 inline const char* describe(EntryState state) {
     switch (state) {
         case EntryState::Hit: return "hit";
         case EntryState::Missing: return "miss (no entry)";
         case EntryState::NotAFile: return "miss (a symbolic link or not a regular file)";
+        case EntryState::NotPrivate:
+            return "miss (not this user's own: another user owns it, or group or others may write to it)";
         case EntryState::Unreadable: return "miss (the entry cannot be read)";
         case EntryState::NotAnEntry: return "miss (not an entry of this cache: no header)";
         case EntryState::OtherKey: return "miss (the header names another key)";
@@ -237,8 +240,16 @@ struct Lookup {
 // link in place of the entry is not followed (open fails with ELOOP), so a link cannot make the
 // cache read a file somewhere else. O_NONBLOCK: a FIFO in place of the entry would otherwise make
 // open wait for a writer; with it, open returns at once, and fstat then requires a regular file
-// (for which the flag is cleared before reading). Anything but a hit is a miss: the caller
-// compiles again and stores over the bad entry (a rename replaces a link itself).
+// (for which the flag is cleared before reading).
+// The file must also be this user's own: owned by this user (geteuid), and not writable by group
+// or others. The folder checks are not enough on their own: every open walks the path by name
+// again, and where a folder above the base may be written by another user (no sticky bit, as in
+// XDG_CACHE_HOME=/tmp/shared/cache), that user can rename the checked folders away and put their
+// own, with their own entries, in their place. fstat describes the file the descriptor holds,
+// whatever path led to it, and another user cannot make a file that this user owns (a hard link
+// they make to one is still this user's bytes, and its header must still name this key).
+// Anything but a hit is a miss: the caller compiles again and stores over the bad entry (a
+// rename replaces a link itself).
 inline Lookup readEntry(const std::string& path, std::uint64_t key) {
     const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
@@ -247,10 +258,13 @@ inline Lookup readEntry(const std::string& path, std::uint64_t key) {
     }
     struct stat info {};
     const bool statted = fstat(fd, &info) == 0;
+    const bool regular = statted && S_ISREG(info.st_mode);
+    const bool own = regular && info.st_uid == geteuid() && (info.st_mode & (S_IWGRP | S_IWOTH)) == 0;
     std::string file;
-    const bool whole = statted && S_ISREG(info.st_mode) && fcntl(fd, F_SETFL, 0) == 0 && readAll(fd, file);
+    const bool whole = own && fcntl(fd, F_SETFL, 0) == 0 && readAll(fd, file);
     close(fd);
-    if (statted && !S_ISREG(info.st_mode)) return {EntryState::NotAFile, {}};
+    if (statted && !regular) return {EntryState::NotAFile, {}};
+    if (regular && !own) return {EntryState::NotPrivate, {}};
     if (!whole) return {EntryState::Unreadable, {}};
     if (file.size() < kHeaderBytes || std::memcmp(file.data(), kMagic, sizeof(kMagic)) != 0)
         return {EntryState::NotAnEntry, {}};

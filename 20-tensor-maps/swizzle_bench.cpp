@@ -184,6 +184,10 @@ void copyComparison(CUdevice device, CUfunction copyTiles, CUfunction copyFloat4
     CHECK_DRIVER(cuDeviceGetAttribute(&memoryClockKHz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, device));
     CHECK_DRIVER(cuDeviceGetAttribute(&busWidthBits, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, device));
     const double peakGBs = course::dramPeakGBs(memoryClockKHz, busWidthBits);
+    // The bytes each copy moves, in its rate: the source read once, the destination written once.
+    // Checked against a count made another way: the source's bytes plus the bytes found written in
+    // the destination after the copy.
+    const double movedBytes = 2.0 * static_cast<double>(bytes);
     // The bits of element i are i: a copy is right when every bit pattern arrived.
     std::vector<std::uint32_t> host(count);
     for (size_t i = 0; i < count; ++i) host[i] = static_cast<std::uint32_t>(i);
@@ -215,18 +219,25 @@ void copyComparison(CUdevice device, CUfunction copyTiles, CUfunction copyFloat4
     // Each way: the destination cleared and the copy run once, then the destination compared with
     // the source bit for bit; then the runs that are timed (after one more untimed run, in
     // millisecondsPerRun). Not when a tile-copy block gave up waiting in that first run: every
-    // further run would wait out the deadline again, and the rate would mean nothing.
+    // further run would wait out the deadline again, and the rate would mean nothing. The clearing
+    // sets every bit, a pattern no element has (element i holds i < 2^32 - 1): an element that
+    // holds its source's bits was written by the copy, 4 bytes of the count the rate is checked by.
+    bool countsAgree = true;
     auto measure = [&](const char* name, const auto& enqueue) {
-        CHECK_DRIVER(cuMemsetD32(destination, 0, count));
+        CHECK_DRIVER(cuMemsetD32(destination, 0xffffffffu, count));
         enqueue();
         CHECK_DRIVER(cuCtxSynchronize());
-        const bool right = lesson20::copyBack<std::uint32_t>(destination, count) == host;
+        const std::vector<std::uint32_t> copied = lesson20::copyBack<std::uint32_t>(destination, count);
+        size_t written = 0;
+        for (size_t i = 0; i < count; ++i) written += copied[i] == host[i];
+        const bool right = written == count;
+        countsAgree = countsAgree && movedBytes == static_cast<double>(bytes + written * sizeof(std::uint32_t));
         if (lesson20::lateBlocks(late) != 0) {
             std::printf("%s: not timed (blocks gave up waiting for their box)\n", name);
             return right;
         }
         const double ms = lesson20::millisecondsPerRun(sizes.timedRuns, enqueue);
-        const double gbs = 2.0 * static_cast<double>(bytes) / (ms / 1e3) / 1e9;
+        const double gbs = movedBytes / (ms / 1e3) / 1e9;
         std::printf("%s: %.1f GB/s (read + write), %.1f %% of the DRAM peak\n", name, gbs,
                     peakGBs > 0.0 ? 100.0 * gbs / peakGBs : 0.0);
         if (bench) {
@@ -237,6 +248,7 @@ void copyComparison(CUdevice device, CUfunction copyTiles, CUfunction copyFloat4
     };
     std::printf("matrix: %u x %u floats (%zu MiB), %d timed runs each\n", sizes.copyRows, sizes.copyCols, bytes >> 20,
                 sizes.timedRuns);
+    std::printf("bytes each rate counts (read + write): %.0f\n", movedBytes);
     std::printf("DRAM peak (2 x memory clock x bus width / 8): %.1f GB/s\n", peakGBs);
     if (bench && peakGBs > 0.0)
         std::printf("bench: DRAM peak (2 x memory clock x bus width / 8) = %.1f GB/s\n", peakGBs);
@@ -261,6 +273,7 @@ void copyComparison(CUdevice device, CUfunction copyTiles, CUfunction copyFloat4
     verdict.check("the tensor-map tile copy equals the source", tilesRight);
     verdict.check("the coalesced float4 copy equals the source", float4Right);
     verdict.check("the cuMemcpyDtoD copy equals the source", driverRight);
+    verdict.check("each rate counts the bytes read plus the bytes found written", countsAgree);
     CHECK_DRIVER(cuMemFree(late));
     CHECK_DRIVER(cuMemFree(destination));
     CHECK_DRIVER(cuMemFree(source));

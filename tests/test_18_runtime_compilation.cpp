@@ -54,7 +54,8 @@ std::vector<std::string> cacheStory(const std::string& out) {
     for (const auto& line : lines(out))
         for (const char* prefix : {"key (", "entry: ", "lookup: ", "one byte flipped: ", "cut in the middle: ",
                                    "a file without the header: ", "another key's entry under this name: ",
-                                   "a symbolic link to a whole entry: ", "rebuilt, lookup: ", "check ", "Result = "})
+                                   "a symbolic link to a whole entry: ", "writable by group and others: ",
+                                   "rebuilt, lookup: ", "check ", "Result = "})
             if (line.rfind(prefix, 0) == 0) story.push_back(line);
     return story;
 }
@@ -406,6 +407,68 @@ TEST_CASE("Lesson 18's cache entry is stored whole, read back, and refused when 
     CHECK(std::filesystem::is_empty(folder));
 }
 
+TEST_CASE("Lesson 18's lookup refuses an entry that is not this user's own, whatever folder it is found in",
+          "[cpu][lesson18]") {
+    TemporaryFolder temporary;
+    const std::string folder = (temporary.path / "cache").string();
+    REQUIRE(lesson18::makeFolders(folder));
+    const std::uint64_t key = 0x0123456789abcdefull;
+    const std::string path = folder + "/" + lesson18::entryName(key);
+    const std::string cubin(3000, 'c');
+    REQUIRE(lesson18::writeEntry(folder, key, cubin).ok);
+    REQUIRE(lesson18::readEntry(path, key).state == lesson18::EntryState::Hit);
+    // A whole entry, with a right header and hash, is refused when group or others may write to
+    // it: they could have written it. Others may read it (that plants nothing).
+    for (const mode_t mode : {0620, 0602, 0666, 0622}) {
+        INFO("mode " << std::oct << mode);
+        REQUIRE(chmod(path.c_str(), mode) == 0);
+        const lesson18::Lookup refused = lesson18::readEntry(path, key);
+        CHECK(refused.state == lesson18::EntryState::NotPrivate);
+        CHECK(refused.cubin.empty());
+    }
+    for (const mode_t mode : {0644, 0400, 0600}) {
+        INFO("mode " << std::oct << mode);
+        REQUIRE(chmod(path.c_str(), mode) == 0);
+        CHECK(lesson18::readEntry(path, key).state == lesson18::EntryState::Hit);
+    }
+    // A store replaces the refused file with one of mode 0600 (mkstemp's), and the lookup hits.
+    REQUIRE(chmod(path.c_str(), 0666) == 0);
+    REQUIRE(lesson18::writeEntry(folder, key, cubin).ok);
+    CHECK(lesson18::readEntry(path, key).state == lesson18::EntryState::Hit);
+    if (geteuid() != 0) return;  // below, files of another user: only root may chown them
+    // An entry another user owns is refused, even with mode 0600 and a right header and hash.
+    REQUIRE(chown(path.c_str(), 65534, 65534) == 0);
+    CHECK(lesson18::readEntry(path, key).state == lesson18::EntryState::NotPrivate);
+    REQUIRE(chown(path.c_str(), 0, 0) == 0);
+    CHECK(lesson18::readEntry(path, key).state == lesson18::EntryState::Hit);
+    // The case the owner check is for: the base below a folder that others may write to, with
+    // no sticky bit (like XDG_CACHE_HOME=/tmp/shared/cache). The folders pass their checks; then
+    // another user renames the base away and puts their own in its place, with an entry of their
+    // own under the same name, header and hash right. The lookup walks the path by name again
+    // and finds that entry: only its owner tells it apart.
+    REQUIRE(mkdir((temporary.path / "shared").c_str(), 0777) == 0);
+    const std::string shared = std::filesystem::canonical(temporary.path / "shared").string();
+    REQUIRE(chmod(shared.c_str(), 0777) == 0);  // mkdir's mode passed through the umask
+    const std::string base = shared + "/cache";
+    const lesson18::CacheFolder sharedFolder{base, base + "/" + lesson18::kCourseSubfolder, "$XDG_CACHE_HOME/..."};
+    std::string cachePath;
+    REQUIRE(lesson18::makePrivateFolders(sharedFolder, &cachePath) == lesson18::FolderState::Private);
+    REQUIRE(lesson18::writeEntry(cachePath, key, cubin).ok);
+    const std::string entry = cachePath + "/" + lesson18::entryName(key);
+    REQUIRE(lesson18::readEntry(entry, key).state == lesson18::EntryState::Hit);
+    REQUIRE(rename(base.c_str(), (shared + "/moved-away").c_str()) == 0);
+    REQUIRE(lesson18::makeFolders(cachePath));
+    REQUIRE(lesson18::writeEntry(cachePath, key, "planted code").ok);
+    for (std::string planted = entry; planted.size() > shared.size(); planted.erase(planted.rfind('/')))
+        REQUIRE(chown(planted.c_str(), 65534, 65534) == 0);
+    const lesson18::Lookup planted = lesson18::readEntry(entry, key);
+    CHECK(planted.state == lesson18::EntryState::NotPrivate);
+    CHECK(planted.cubin.empty());
+    // Without the owner check the lookup would have believed it: the header and hash are right.
+    REQUIRE(chown(entry.c_str(), 0, 0) == 0);
+    CHECK(lesson18::readEntry(entry, key).cubin == "planted code");
+}
+
 TEST_CASE("Lesson 18's cache store fails cleanly where the folder does not exist", "[cpu][lesson18]") {
     TemporaryFolder temporary;
     const lesson18::Stored stored = lesson18::writeEntry((temporary.path / "missing").string(), 1, "cubin");
@@ -513,6 +576,8 @@ TEST_CASE("Lesson 18 compile_cache stores its entry under XDG_CACHE_HOME and tel
     CHECK(contains(readText(entry.string()), "\177ELF"));
     CHECK(valuesOf(first.out, "lookup") == std::vector<std::string>{"miss (no entry)", "hit"});
     CHECK(valueOf(first.out, "a symbolic link to a whole entry") == "miss (a symbolic link or not a regular file)");
+    CHECK(valueOf(first.out, "writable by group and others") ==
+          std::string(lesson18::describe(lesson18::EntryState::NotPrivate)));
     // Step 5 cleans up after itself: the entry, the demo lock and nothing else (no link target, no
     // temporary file, no entry of the other key).
     std::vector<std::string> names;

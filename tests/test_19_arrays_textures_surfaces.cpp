@@ -160,9 +160,9 @@ TEST_CASE(
     REQUIRE(alignment > 0);
     CHECK(pitch >= 999 * 4);
     CHECK(pitch % alignment == 0);
-    CHECK(valueOf(r.out, "texture alignment (CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT)").has_value());
-    const std::regex baseLine("(yes|no); address of texel \\(100, 50\\) a multiple of it: (yes|no)");
-    CHECK(std::regex_match(valueOf(r.out, "image base a multiple of it").value_or(""), baseLine));
+    // What the program says of the row (3996 bytes) and of the pitch follows from the alignment.
+    CHECK(valueOf(r.out, "row width a multiple of it") ==
+          std::string(3996 % alignment == 0 ? "yes" : "no") + "; pitch a multiple of it: yes");
     // The copy cuda.h forbids ("dstPitch must be greater than or equal to WidthInBytes +
     // dstXInBytes"): cuda.h names no error code for it, so any refusal will do (observed on the H100:
     // CUDA_ERROR_INVALID_VALUE).
@@ -177,7 +177,26 @@ TEST_CASE(
         auto copy2D = DRIVER_FUNCTION(driver(), cuMemcpy2D);
         auto allocPitch = DRIVER_FUNCTION(driver(), cuMemAllocPitch);
         auto memFree = DRIVER_FUNCTION(driver(), cuMemFree);
-        REQUIRE((create && destroy && copy2D && allocPitch && memFree));
+        auto attribute = DRIVER_FUNCTION(driver(), cuDeviceGetAttribute);
+        REQUIRE((create && destroy && copy2D && allocPitch && memFree && attribute));
+        // The two alignments printed are the device's own, asked of the driver here.
+        int pitchAlignment = 0;
+        int textureAlignment = 0;
+        REQUIRE(attribute(&pitchAlignment, CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, context.device()) ==
+                CUDA_SUCCESS);
+        REQUIRE(attribute(&textureAlignment, CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, context.device()) == CUDA_SUCCESS);
+        REQUIRE(textureAlignment > 0);
+        CHECK(alignment == static_cast<unsigned long>(pitchAlignment));
+        CHECK(valueOf(r.out, "texture alignment (CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT)") ==
+              std::to_string(textureAlignment) + " bytes");
+        // Whether the base is aligned depends on the address (shown, not promised); when it is, the
+        // texel (100, 50) is 50 pitches and 400 bytes further, and the answer follows from those.
+        const std::regex baseLine("(yes|no); address of texel \\(100, 50\\) a multiple of it: (yes|no)");
+        std::smatch base;
+        const std::string baseValue = valueOf(r.out, "image base a multiple of it").value_or("");
+        REQUIRE(std::regex_match(baseValue, base, baseLine));
+        const bool texelOffsetAligned = (50 * pitch + 100 * 4) % static_cast<unsigned long>(textureAlignment) == 0;
+        if (base[1] == "yes") CHECK(base[2] == (texelOffsetAligned ? "yes" : "no"));
         // The pitch the program printed is the driver's for the same request (3996-byte rows, 300 of
         // them, 4-byte elements), and the padding it printed is that pitch less the row: the test asks
         // the driver itself. cuda.h does not promise that two equal requests get equal pitches;

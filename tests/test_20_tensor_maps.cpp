@@ -220,6 +220,9 @@ TEST_CASE("Lesson 20 swizzle_bench: both reads agree, the XOR formula holds, all
         CHECK(checkOk(r.out, "the tensor-map tile copy equals the source"));
         CHECK(checkOk(r.out, "the coalesced float4 copy equals the source"));
         CHECK(checkOk(r.out, "the cuMemcpyDtoD copy equals the source"));
+        // Each rate divides the same bytes by its time: 8192 x 8192 floats, read once and written once.
+        CHECK(valueOf(r.out, "bytes each rate counts (read + write)") == std::to_string(2ull * 8192 * 8192 * 4));
+        CHECK(checkOk(r.out, "each rate counts the bytes read plus the bytes found written"));
     }
 }
 
@@ -246,8 +249,11 @@ TEST_CASE("Lesson 20 swizzle_bench --bench: copy rates as shares of the DRAM pea
         INFO(way);
         CHECK(benchValue(r.out, std::string(way) + " 256 MiB (read + write)") > 0.0);
         const double share = benchValue(r.out, std::string(way) + " share of DRAM peak");
-        CHECK(share > 0.0);
         CHECK(share <= 100.0);  // the theoretical peak bounds every copy of a matrix far larger than L2
+        // Above half the peak: a rate that counted the bytes once (half the true one, at most 50 %
+        // where the true one is at most 100 %) cannot pass. Observed: 82 to 89 % on the H100 of the
+        // README's bench block, a wide margin over 50.
+        CHECK(share > 50.0);
     }
 }
 

@@ -189,10 +189,6 @@ __device__ __forceinline__ void countLateBlock(unsigned int* lateBlocks) {
 #endif
 
 #if TENSOR_MAP_KERNELS
-// What transformTiles writes over its tile before the load: neither 0, a NaN nor 2 v + 1 of any
-// input (all >= 1), so that a zero or NaN in the edge box was written by the copy engine.
-constexpr float kTilePoison = -2.0f;
-
 // tile_copy: block (bx, by) loads the box at column bx * kTileCols, row by * kTileRows of
 // `input`, replaces each element v by 2 v + 1 in shared memory, and stores the box at the same
 // place of `output`. The last block (bottom right: its box hangs over the matrix's edge) also
@@ -209,9 +205,11 @@ extern "C" __global__ void transformTiles(const __grid_constant__ CUtensorMap in
     const int x = static_cast<int>(blockIdx.x * kTileCols);
     const int y = static_cast<int>(blockIdx.y * kTileRows);
     // The tile poisoned first: the edge box the host checks then shows what the engine wrote,
-    // not what shared memory happened to hold. Each thread fences its writes (generic proxy)
-    // before the engine's (async proxy); loadTileForBlock's __syncthreads orders them before the
-    // load starts.
+    // not what shared memory happened to hold. The poison is neither 0, a NaN nor 2 v + 1 of any
+    // input (all >= 1), so that a zero or NaN in the edge box was written by the copy engine.
+    // Each thread fences its writes (generic proxy) before the engine's (async proxy);
+    // loadTileForBlock's __syncthreads orders them before the load starts.
+    constexpr float kTilePoison = -2.0f;
     for (unsigned int i = threadIdx.x; i < kTileRows * kTileCols; i += blockDim.x) tile[i] = kTilePoison;
     fenceProxyAsync();
     if (!loadTileForBlock(tile, sizeof(tile), input, x, y, &barrier)) {
