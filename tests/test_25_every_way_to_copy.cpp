@@ -229,6 +229,9 @@ TEST_CASE("Lesson 25 copy_bench: every way of copying gives the same bytes; timi
     CHECK_FALSE(contains(r.out, "bench:"));
     CHECK(valueOf(r.out, "rows wrong after the copy (data, or padding no longer 0xa5)") ==
           "2-D 0 of 4096, 3-D 0 of 32768");
+    CHECK(valueOf(r.out, "flat copy bytes as expected (16384000 from the pool, the rest 0xa5)") ==
+          "16781312 of 16781312");
+    CHECK_FALSE(contains(r.out, "every timed way wrote its own destination"));  // a --bench check only
     requireChecksHeldOrSkipped(r, {"cuMemcpyBatchAsync gathered every piece, nothing past them"});
 }
 
@@ -240,6 +243,11 @@ TEST_CASE("Lesson 25 copy_bench --bench: a time for every way, printed, not judg
     attachToReport(r);
     REQUIRE(r.exitCode == 0);
     requireChecksHeldOrSkipped(r, {"cuMemcpyBatchAsync gathered every piece, nothing past them"});
+    // After the timings every destination is judged again: the batch counts where it ran.
+    const bool withBatch = lesson25::batchUnavailableReason(driver().driverVersion()).empty();
+    CHECK(valueOf(r.out, "destinations as their way writes them, after the timed runs") ==
+          (withBatch ? "6 of 6" : "5 of 5"));
+    CHECK(checkOk(r.out, "every timed way wrote its own destination, as in step 2"));
     // Every ratio line is the quotient of the two times printed beside it (within 5 %: each time is
     // rounded to 0.1 us): a missing time, or a ratio of figures other than those two, fails.
     const auto quotientOf = [&](const char* ratio, const char* numerator, const char* denominator, double scale) {
@@ -259,7 +267,7 @@ TEST_CASE("Lesson 25 copy_bench --bench: a time for every way, printed, not judg
                "cuMemcpyDtoDAsync of 16384000 bytes", 1.0);
     quotientOf("cuMemcpy3DAsync time / cuMemcpyDtoDAsync time", "cuMemcpy3DAsync 500 x 128 x 256 bytes",
                "cuMemcpyDtoDAsync of 16384000 bytes", 1.0);
-    if (lesson25::batchUnavailableReason(driver().driverVersion()).empty())
+    if (withBatch)
         quotientOf("gather speed, cuMemcpyBatchAsync / contiguous copy", "contiguous cuMemcpyAsync of the same 16 MiB",
                    "gather 4096 x 4 KiB, one cuMemcpyBatchAsync", 100.0);
     else
