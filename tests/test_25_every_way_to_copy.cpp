@@ -130,7 +130,9 @@ TEST_CASE("Lesson 25 copies_2d_3d_peer: every strided copy lands, the padding an
     CHECK(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "rectangle bytes in place") == "6000 of 6000");
     CHECK(valueOf(r.out, "box bytes in place") == "2400 of 2400");
-    CHECK(valueOf(r.out, "bytes of C equal to A") == "1048576 of 1048576");
+    CHECK(valueOf(r.out, "bytes of C equal to what A held") == "1048576 of 1048576");
+    CHECK(valueOf(r.out, "bytes of B as expected (64 KiB at B + 128, the rest as step 5 left it)") ==
+          "1048576 of 1048576");
     CHECK(valueOf(r.out, "bytes back on the host after three cuMemcpy calls") == "65536 of 65536");
     // cuMemcpy2D "may fail" for pitches of 1001 and 777: judged only where it accepted them.
     const std::string kPlain = "where cuMemcpy2D accepted the odd pitches, it copied the rectangle, nothing else";
