@@ -104,6 +104,7 @@ TEST_CASE("Lesson 25 batched_gather: 1536 scattered blocks in one call, byte for
     CHECK(valueOf(r.out, "pieces equal to their block, byte for byte") == "1536 of 1536");
     CHECK(valueOf(r.out, "guard bytes after the last piece still 0xa5") == "4096 of 4096");
     CHECK(valueOf(r.out, "header words on the device as they were during the call") == "64 of 64");
+    CHECK(valueOf(r.out, "header words still the kernel's mark") == "0 of 64");  // the batch wrote after it
     CHECK(valueOf(r.out, "srcAccessOrder CU_MEMCPY_SRC_ACCESS_ORDER_INVALID") == "CUDA_ERROR_INVALID_VALUE");
     requireChecksHeldOrSkipped(r, {"the managed pieces the CPU wrote arrive intact, in reverse order"});
 }
