@@ -1,7 +1,6 @@
 // Lesson 25, program 4 — the copies that name a CUDA array by handle and byte offset
 // (cuMemcpyHtoA, cuMemcpyAtoH and their Async forms, cuMemcpyAtoA, cuMemcpyDtoA, cuMemcpyAtoD),
-// and the planes of an NV12 array (cuArrayGetPlane) where the device creates one: on the course's
-// H100 and H200 it did not.
+// and the planes of an NV12 array (cuArrayGetPlane) where the driver creates one.
 //
 // Lesson 19 copied into arrays with cuMemcpy2D/3D. The calls here are older and simpler: one array,
 // one offset in bytes, one byte count. cuda.h documents each for a "1D CUDA array"
@@ -220,8 +219,7 @@ int main(int argc, char** argv) {
     // chroma pairs. cuda.h says what each plane is (cuda.h:11996-11999) but neither which devices
     // create an NV12 array nor which NumChannels its descriptor takes: NumChannels "may be 1, 2,
     // or 4" (cuda.h:11787-11788). The program tries those three, in that order, and runs the plane
-    // checks only with an array the driver created. Observed with driver 580: the course's H100
-    // refused NumChannels 1, 2, 3 and 4, its H200 refused 3 (the count this program passed before).
+    // checks only with an array the driver created; where it refuses all three, the step says so.
     course::printStep(6, "an NV12 array and its two planes (cuArrayGetPlane)");
     CUarray nv12 = nullptr;
     for (const unsigned int channels : {1u, 2u, 4u}) {
@@ -239,7 +237,7 @@ int main(int argc, char** argv) {
     if (nv12 == nullptr)
         std::printf(
             "section NV12 planes: SKIP (cuArrayCreate refused CU_AD_FORMAT_NV12 with NumChannels 1, 2 and 4, "
-            "the counts cuda.h allows; on the course's H100 and H200 every channel count was refused)\n");
+            "the counts cuda.h allows)\n");
     else
         nv12Planes(verdict, nv12);
     // "If ... the array does not have a multi-planar format ... CUDA_ERROR_INVALID_VALUE is

@@ -92,10 +92,12 @@ size_t gatherFromManagedMemory(int ordinal, CUstream stream) {
 // Step 5: CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL: "all accesses must be complete before the API
 // call returns" (cuda.h:4548-4557, 11133-11135). The stream is kept busy by a 100 ms kernel, so a
 // copy in stream order could not start before the host overwrites its source right after the call.
-// Whether the call itself returns before the kernel ends, cuda.h does not say: the stream's state
-// then is printed, not checked. Returns whether the device received the values the source held
-// during the call.
-bool copyDuringTheCall(CUfunction spin, int ordinal, CUstream stream) {
+// "The batch as a whole executes in stream order" (cuda.h:11111) all the same: the kernel marks the
+// header when it ends, and the batch, queued after it, writes over the mark. A batch that did not
+// wait for the kernel would land first and be marked over. Whether the call itself returns before
+// the kernel ends, cuda.h does not say: the stream's state then is printed, not checked. Returns
+// whether the device ended with the values the source held during the call.
+bool copyDuringTheCall(CUfunction spinThenMark, int ordinal, CUstream stream) {
     constexpr size_t kWords = 64;  // a request header: 64 sequence lengths
     void* stagingMemory = nullptr;
     CHECK_DRIVER(cuMemAllocHost(&stagingMemory, kWords * sizeof(std::uint32_t)));
@@ -105,8 +107,10 @@ bool copyDuringTheCall(CUfunction spin, int ordinal, CUstream stream) {
     CHECK_DRIVER(cuMemAlloc(&header, kWords * sizeof(std::uint32_t)));
     CHECK_DRIVER(cuMemsetD8Async(header, lesson25::kFill, kWords * sizeof(std::uint32_t), stream));
     unsigned long long nanoseconds = 100000000ULL;
-    void* params[] = {&nanoseconds};
-    CHECK_DRIVER(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr));
+    int count = static_cast<int>(kWords);
+    unsigned int mark = 0x5A5A5A5Au;  // neither the fill, nor a header value, nor the overwrite
+    void* params[] = {&nanoseconds, &header, &count, &mark};
+    CHECK_DRIVER(cuLaunchKernel(spinThenMark, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr));
     CUdeviceptr dst = header;
     CUdeviceptr src = reinterpret_cast<CUdeviceptr>(staging);
     size_t size = kWords * sizeof(std::uint32_t);
@@ -120,9 +124,14 @@ bool copyDuringTheCall(CUfunction spin, int ordinal, CUstream stream) {
     std::vector<std::uint32_t> received(kWords);
     CHECK_DRIVER(cuMemcpyDtoH(received.data(), header, size));
     size_t original = 0;
-    for (size_t i = 0; i < kWords; ++i) original += received[i] == 1000 + i ? 1 : 0;
+    size_t marked = 0;
+    for (size_t i = 0; i < kWords; ++i) {
+        original += received[i] == 1000 + i ? 1 : 0;
+        marked += received[i] == mark ? 1 : 0;
+    }
     std::printf("stream when the call returned: %s\n", course::driverErrorName(whenReturned));
     std::printf("header words on the device as they were during the call: %zu of %zu\n", original, kWords);
+    std::printf("header words still the kernel's mark: %zu of %zu\n", marked, kWords);
     CHECK_DRIVER(cuMemFree(header));
     CHECK_DRIVER(cuMemFreeHost(stagingMemory));
     return original == kWords;
@@ -220,10 +229,10 @@ int main(int argc, char** argv) {
     course::printStep(5, "CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL behind a busy stream");
     CUmodule module = nullptr;
     CHECK_DRIVER(cuModuleLoad(&module, course::kernelPath("copy_kernels.fatbin").c_str()));
-    CUfunction spin = nullptr;
-    CHECK_DRIVER(cuModuleGetFunction(&spin, module, "spin"));
-    verdict.check("a DURING_API_CALL source can be reused when the call returns",
-                  copyDuringTheCall(spin, ordinal, stream));
+    CUfunction spinThenMark = nullptr;
+    CHECK_DRIVER(cuModuleGetFunction(&spinThenMark, module, "spinThenMark"));
+    verdict.check("a DURING_API_CALL source can be reused when the call returns, the batch still in stream order",
+                  copyDuringTheCall(spinThenMark, ordinal, stream));
 
     // Step 6: what the driver refuses. "Each memcpy operation in the batch must have a valid
     // CUmemcpyAttributes ... otherwise the API will return CUDA_ERROR_INVALID_VALUE"

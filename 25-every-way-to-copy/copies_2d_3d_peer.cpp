@@ -201,8 +201,9 @@ void boxThroughPitchedMemory(course::Verdict& verdict, CUstream stream, CUdevice
     CHECK_DRIVER(cuMemFreeHost(pinned));
 }
 
-// Step 5: A -> B, then B -> C, on one stream: they run in the order they were queued, so C ends up
-// holding A. Step 6 then moves 64 KiB with cuMemcpy alone, the direction read from each pointer.
+// Step 5: A -> B, then A overwritten, then B -> C, all on one stream: they run in the order they
+// were queued, so C ends up holding what A held before, and can have it only by way of B. Step 6
+// then moves 64 KiB with cuMemcpy alone, the direction read from each pointer.
 void deviceCopies(course::Verdict& verdict, CUdevice device, CUstream stream) {
     const std::vector<unsigned char> chain = lesson25::pattern(1 << 20, 9);
     CUdeviceptr a = 0;
@@ -215,12 +216,13 @@ void deviceCopies(course::Verdict& verdict, CUdevice device, CUstream stream) {
     CHECK_DRIVER(cuMemsetD8Async(b, lesson25::kFill, chain.size(), stream));
     CHECK_DRIVER(cuMemsetD8Async(c, lesson25::kFill, chain.size(), stream));
     CHECK_DRIVER(cuMemcpyDtoDAsync(b, a, chain.size(), stream));
+    CHECK_DRIVER(cuMemsetD8Async(a, 0, chain.size(), stream));  // A's bytes are now only in B
     CHECK_DRIVER(cuMemcpyDtoDAsync(c, b, chain.size(), stream));
     CHECK_DRIVER(cuStreamSynchronize(stream));
     const std::vector<unsigned char> atC = lesson25::download(c, chain.size());
     const size_t chainWrong = lesson25::differences(atC.data(), chain.data(), chain.size());
-    std::printf("bytes of C equal to A: %zu of %zu\n", chain.size() - chainWrong, chain.size());
-    verdict.check("C holds A after A -> B -> C in stream order", chainWrong == 0);
+    std::printf("bytes of C equal to what A held: %zu of %zu\n", chain.size() - chainWrong, chain.size());
+    verdict.check("C got A's bytes by way of B, in stream order", chainWrong == 0);
 
     // cuMemcpy "infers the type of the transfer ... from the pointer values" and "is only allowed in
     // contexts which support unified addressing" (cuda.h:9575-9577).
@@ -229,17 +231,27 @@ void deviceCopies(course::Verdict& verdict, CUdevice device, CUstream stream) {
     CHECK_DRIVER(cuDeviceGetAttribute(&unified, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, device));
     std::printf("CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: %d\n", unified);
     if (unified == 0) {
+        lesson25::skipCheck("the device-to-device cuMemcpy wrote 64 KiB at B + 128, nothing else of B",
+                            "no unified addressing");
         lesson25::skipCheck("cuMemcpy took every direction from the pointers", "no unified addressing");
     } else {
-        // Data of its own, not A's: A and B already hold `chain`, so a skipped copy shows.
+        // Data of its own: A holds zeros and B `chain`, so a skipped copy shows. The device-to-device
+        // leg is judged alone too, on the whole of B, before the copy back reads it.
         const std::vector<unsigned char> sent = lesson25::pattern(65536, 10);
         void* pinned = nullptr;  // 64 KiB to send, 64 KiB to receive
         CHECK_DRIVER(cuMemAllocHost(&pinned, 2 * 65536));
         auto* bytes = static_cast<unsigned char*>(pinned);
         std::memcpy(bytes, sent.data(), 65536);
         std::memset(bytes + 65536, lesson25::kFill, 65536);
-        CHECK_DRIVER(cuMemcpy(a, reinterpret_cast<CUdeviceptr>(bytes), 65536));                // host -> device
-        CHECK_DRIVER(cuMemcpy(b + 128, a, 65536));                                             // device -> device
+        CHECK_DRIVER(cuMemcpy(a, reinterpret_cast<CUdeviceptr>(bytes), 65536));  // host -> device
+        CHECK_DRIVER(cuMemcpy(b + 128, a, 65536));                               // device -> device
+        std::vector<unsigned char> bModel = chain;
+        std::memcpy(&bModel[128], sent.data(), 65536);
+        const std::vector<unsigned char> atB = lesson25::download(b, chain.size());
+        const size_t wrongInB = lesson25::differences(atB.data(), bModel.data(), chain.size());
+        std::printf("bytes of B as expected (64 KiB at B + 128, the rest as step 5 left it): %zu of %zu\n",
+                    chain.size() - wrongInB, chain.size());
+        verdict.check("the device-to-device cuMemcpy wrote 64 KiB at B + 128, nothing else of B", wrongInB == 0);
         CHECK_DRIVER(cuMemcpy(reinterpret_cast<CUdeviceptr>(bytes + 65536), b + 128, 65536));  // device -> host
         const size_t wrong = lesson25::differences(bytes + 65536, sent.data(), 65536);
         std::printf("bytes back on the host after three cuMemcpy calls: %zu of 65536\n", 65536 - wrong);
@@ -297,7 +309,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuMemAllocPitch(&volume, &volumePitch, kVW, kVH * kVD, 4));
     boxThroughPitchedMemory(verdict, stream, volume, volumePitch, volumeHost);
 
-    course::printStep(5, "cuMemcpyDtoDAsync: A -> B, then B -> C, on one stream");
+    course::printStep(5, "cuMemcpyDtoDAsync: A -> B, A overwritten, then B -> C, on one stream");
     deviceCopies(verdict, device, stream);  // and step 6
 
     course::printStep(7, "cuMemcpy3DPeer and cuMemcpy3DPeerAsync: the box to another GPU and back");

@@ -3,42 +3,29 @@
 // contiguous copy of the same 16 MiB (the same bytes in one piece: the yardstick); and a 2-D and
 // a 3-D copy of strided memory against one cuMemcpyDtoDAsync of the same bytes.
 //
-// The plain run does every copy once and checks its bytes; --bench times each, as the median of 21
-// GPU spans (an event recorded before the copies, one after). A span holds the copies and any time
-// the GPU waited for the host to submit them: 4096 separate calls take the host a while.
+// The plain run does every copy once and checks its bytes against the host's; --bench times each,
+// as the median of 21 GPU spans (an event recorded before the copies, one after), and then checks
+// that each timed way wrote its own destination. A span holds the copies and any time the GPU
+// waited for the host to submit them: 4096 separate calls take the host a while.
 //
 //   copy_bench [--device N] [--bench]
 #include <cuda.h>
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "../common/check_driver.h"
 #include "../common/course_util.h"
 #include "batch_compat.h"
+#include "bench_destinations.h"
 #include "copy_helpers.h"
 
 namespace {
 
-constexpr size_t kBlocks = 16384;
-constexpr size_t kBlockBytes = 4096;
-constexpr size_t kPieces = 4096;
-constexpr size_t kGathered = kPieces * kBlockBytes;  // 16 MiB
-constexpr size_t kGuard = 4096;                      // after each gather's bytes: must keep the fill
-// The strided copies: 4000-byte rows, 4096 of them (2-D), or 128 rows x 256 slices of 500 bytes
-// (3-D): 16,384,000 bytes each, in memory from cuMemAllocPitch.
-constexpr size_t k2DWidth = 4000;
-constexpr size_t k2DRows = 4096;
-constexpr size_t k3DWidth = 500;
-constexpr size_t k3DRows = 128;
-constexpr size_t k3DSlices = 256;
-constexpr size_t kStridedBytes = k2DWidth * k2DRows;
-
-size_t blockOf(size_t piece) {  // 4099 is odd: 4096 distinct blocks spread over the pool
-    return (piece * 4099 + 977) % kBlocks;
-}
+using namespace lesson25::bench;  // the pool, the ways' sizes and destinations: bench_destinations.h
 
 // Median of 21 GPU spans of `enqueue` on `stream`, in microseconds, after one untimed run.
 template <typename Enqueue>
@@ -81,50 +68,70 @@ CUDA_MEMCPY3D stridedCopy(CUdeviceptr src, size_t srcPitch, CUdeviceptr dst, siz
     return copy;
 }
 
-// Rows of `width` bytes, `pitch` apart, of a pitched source and the pitched destination it was
-// copied to (filled with 0xa5 before): the rows whose `width` bytes differ from the source's, or whose
-// padding (the rest of the pitch) no longer holds the fill.
-size_t rowsWrong(CUdeviceptr source, CUdeviceptr destination, size_t pitch, size_t width, size_t rows) {
-    const std::vector<unsigned char> from = lesson25::download(source, pitch * rows);
-    const std::vector<unsigned char> to = lesson25::download(destination, pitch * rows);
-    size_t wrong = 0;
-    for (size_t r = 0; r < rows; ++r)
-        wrong += std::memcmp(&from[r * pitch], &to[r * pitch], width) != 0 ||
-                         lesson25::notFill(&to[r * pitch + width], pitch - width) != 0
-                     ? 1
-                     : 0;
-    return wrong;
-}
+// The six ways, each a function that only queues its copy on the stream.
+struct Ways {
+    std::function<void()> batched, perPiece, contiguous, flat, strided2D, strided3D;
+};
 
-// Step 2's checks of the three gathers: every piece equal to its block, and the guard after the
-// gathered bytes still the fill.
-void checkGathers(course::Verdict& verdict, const CUdeviceptr (&gathered)[3],
-                  const std::vector<unsigned char>& poolHost, const std::string& noBatch) {
-    size_t intact[3] = {};
-    size_t guardKept[3] = {};
-    for (int way = 0; way < 3; ++way) {
-        const std::vector<unsigned char> got = lesson25::download(gathered[way], kGathered + kGuard);
-        for (size_t i = 0; i < kPieces; ++i) {
-            const size_t from = way == 2 ? i : blockOf(i);  // the contiguous copy: blocks in order
-            intact[way] += std::memcmp(&got[i * kBlockBytes], &poolHost[from * kBlockBytes], kBlockBytes) == 0 ? 1 : 0;
-        }
-        guardKept[way] = kGuard - lesson25::notFill(&got[kGathered], kGuard);
-    }
-    std::printf("pieces intact: batched %zu, one call per piece %zu, contiguous %zu, of %zu\n", intact[0], intact[1],
-                intact[2], kPieces);
+// Step 2's lines and checks: each way's destination after one run.
+void checkEveryWay(course::Verdict& verdict, const Judged& judged, const std::string& noBatch) {
+    std::printf("pieces intact: batched %zu, one call per piece %zu, contiguous %zu, of %zu\n", judged.intact[0],
+                judged.intact[1], judged.intact[2], kPieces);
     std::printf(
         "guard bytes after the gathered bytes still 0xa5: batched %zu, one call per piece %zu, contiguous %zu, "
         "of %zu\n",
-        guardKept[0], guardKept[1], guardKept[2], kGuard);
+        judged.guardKept[0], judged.guardKept[1], judged.guardKept[2], kGuard);
     if (noBatch.empty())
-        verdict.check("cuMemcpyBatchAsync gathered every piece, nothing past them",
-                      intact[0] == kPieces && guardKept[0] == kGuard);
+        verdict.check("cuMemcpyBatchAsync gathered every piece, nothing past them", judged.gatherRight(0));
     else
         lesson25::skipCheck("cuMemcpyBatchAsync gathered every piece, nothing past them", noBatch);
-    verdict.check("one cuMemcpyAsync per piece gathered every piece, nothing past them",
-                  intact[1] == kPieces && guardKept[1] == kGuard);
-    verdict.check("the contiguous copy moved the first 4096 blocks, nothing past them",
-                  intact[2] == kPieces && guardKept[2] == kGuard);
+    verdict.check("one cuMemcpyAsync per piece gathered every piece, nothing past them", judged.gatherRight(1));
+    verdict.check("the contiguous copy moved the first 4096 blocks, nothing past them", judged.gatherRight(2));
+    std::printf("flat copy bytes as expected (%zu from the pool, the rest 0xa5): %zu of %zu\n", kStridedBytes,
+                kGathered + kGuard - judged.flatWrong, kGathered + kGuard);
+    verdict.check("cuMemcpyDtoDAsync copied 16384000 bytes, nothing past them", judged.flatWrong == 0);
+    std::printf("rows wrong after the copy (data, or padding no longer 0xa5): 2-D %zu of %zu, 3-D %zu of %zu\n",
+                judged.rows2D, k2DRows, judged.rows3D, k3DRows * k3DSlices);
+    verdict.check("cuMemcpy2DAsync copied every row, nothing into the padding", judged.rows2D == 0);
+    verdict.check("cuMemcpy3DAsync copied every row of every slice, nothing into the padding", judged.rows3D == 0);
+}
+
+// Step 3 (--bench): each way timed, then every destination judged again. Each destination is
+// refilled before the timings, so it holds afterwards what the runs timed for that way wrote: a time
+// printed under one way's name but taken of another way's copies leaves a destination unwritten.
+void timeEveryWay(course::Verdict& verdict, CUstream stream, const Ways& ways, const Destinations& to,
+                  const std::vector<unsigned char>& poolHost, bool withBatch) {
+    refill(to, stream);
+    const double contiguousUs = medianMicroseconds(stream, ways.contiguous);
+    const double perPieceUs = medianMicroseconds(stream, ways.perPiece);
+    if (withBatch) {
+        const double batchedUs = medianMicroseconds(stream, ways.batched);
+        std::printf("bench: gather 4096 x 4 KiB, one cuMemcpyBatchAsync = %.1f us\n", batchedUs);
+        std::printf("bench: gather speed, cuMemcpyBatchAsync / contiguous copy = %.1f %%\n",
+                    100.0 * contiguousUs / batchedUs);
+    }
+    std::printf("bench: gather 4096 x 4 KiB, one cuMemcpyAsync per piece = %.1f us\n", perPieceUs);
+    std::printf("bench: gather speed, one cuMemcpyAsync per piece / contiguous copy = %.1f %%\n",
+                100.0 * contiguousUs / perPieceUs);
+    std::printf("bench: contiguous cuMemcpyAsync of the same 16 MiB = %.1f us\n", contiguousUs);
+    const double flatUs = medianMicroseconds(stream, ways.flat);
+    const double twoDUs = medianMicroseconds(stream, ways.strided2D);
+    const double threeDUs = medianMicroseconds(stream, ways.strided3D);
+    std::printf("bench: cuMemcpyDtoDAsync of 16384000 bytes = %.1f us\n", flatUs);
+    std::printf("bench: cuMemcpy2DAsync 4000 x 4096 bytes = %.1f us\n", twoDUs);
+    std::printf("bench: cuMemcpy3DAsync 500 x 128 x 256 bytes = %.1f us\n", threeDUs);
+    std::printf("bench: cuMemcpy2DAsync time / cuMemcpyDtoDAsync time = %.2f x\n", twoDUs / flatUs);
+    std::printf("bench: cuMemcpy3DAsync time / cuMemcpyDtoDAsync time = %.2f x\n", threeDUs / flatUs);
+    CHECK_DRIVER(cuStreamSynchronize(stream));
+    const Judged after = judge(to, poolHost);
+    const bool right[] = {after.gatherRight(1), after.gatherRight(2),
+                          after.flatWrong == 0, after.rows2D == 0,
+                          after.rows3D == 0,    withBatch && after.gatherRight(0)};  // the batch last: it may not run
+    const size_t timed = withBatch ? 6 : 5;
+    size_t rightCount = 0;
+    for (size_t way = 0; way < timed; ++way) rightCount += right[way] ? 1 : 0;
+    std::printf("destinations as their way writes them, after the timed runs: %zu of %zu\n", rightCount, timed);
+    verdict.check("every timed way wrote its own destination, as in step 2", rightCount == timed);
 }
 
 }  // namespace
@@ -152,12 +159,11 @@ int main(int argc, char** argv) {
     const std::vector<unsigned char> poolHost = lesson25::pattern(kBlocks * kBlockBytes, 21);
     CUdeviceptr pool = 0;
     CUdeviceptr gathered[3] = {};  // batched, per piece, contiguous; each with a guard after it
+    CUdeviceptr flatTarget = 0;    // the flat copy's, as large, so that a copy too long shows
     CHECK_DRIVER(cuMemAlloc(&pool, poolHost.size()));
     CHECK_DRIVER(cuMemcpyHtoDAsync(pool, poolHost.data(), poolHost.size(), stream));
-    for (CUdeviceptr& destination : gathered) {
-        CHECK_DRIVER(cuMemAlloc(&destination, kGathered + kGuard));
-        CHECK_DRIVER(cuMemsetD8Async(destination, lesson25::kFill, kGathered + kGuard, stream));
-    }
+    for (CUdeviceptr& destination : gathered) CHECK_DRIVER(cuMemAlloc(&destination, kGathered + kGuard));
+    CHECK_DRIVER(cuMemAlloc(&flatTarget, kGathered + kGuard));
     std::vector<CUdeviceptr> dsts(kPieces);
     std::vector<CUdeviceptr> srcs(kPieces);
     std::vector<size_t> sizes(kPieces, kBlockBytes);
@@ -165,7 +171,7 @@ int main(int argc, char** argv) {
         dsts[i] = gathered[0] + i * kBlockBytes;
         srcs[i] = pool + blockOf(i) * kBlockBytes;
     }
-    CUdeviceptr image[2] = {};
+    CUdeviceptr image[2] = {};  // source, destination
     CUdeviceptr volume[2] = {};
     size_t imagePitch = 0;
     size_t volumePitch = 0;
@@ -173,13 +179,15 @@ int main(int argc, char** argv) {
         CHECK_DRIVER(cuMemAllocPitch(&image[i], &imagePitch, k2DWidth, k2DRows, 4));
         CHECK_DRIVER(cuMemAllocPitch(&volume[i], &volumePitch, k3DWidth, k3DRows * k3DSlices, 4));
     }
+    // The strided sources hold the pool's first bytes, row padding included: the host keeps them.
     CHECK_DRIVER(cuMemcpyHtoDAsync(image[0], poolHost.data(), imagePitch * k2DRows, stream));
     CHECK_DRIVER(cuMemcpyHtoDAsync(volume[0], poolHost.data(), volumePitch * k3DRows * k3DSlices, stream));
-    CHECK_DRIVER(cuMemsetD8Async(image[1], lesson25::kFill, imagePitch * k2DRows, stream));
-    CHECK_DRIVER(cuMemsetD8Async(volume[1], lesson25::kFill, volumePitch * k3DRows * k3DSlices, stream));
+    const Destinations to{
+        {gathered[0], gathered[1], gathered[2]}, flatTarget, image[1], imagePitch, volume[1], volumePitch};
+    refill(to, stream);
     std::printf("image pitch: %zu bytes; volume pitch: %zu bytes\n", imagePitch, volumePitch);
 
-    // The five ways, each a function that only queues work on the stream.
+    // The six ways, each a function that only queues work on the stream.
 #if CUDA_VERSION >= 12080
     CUmemcpyAttributes attrs{};
     attrs.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
@@ -198,6 +206,7 @@ int main(int argc, char** argv) {
             CHECK_DRIVER(cuMemcpyAsync(gathered[1] + i * kBlockBytes, srcs[i], kBlockBytes, stream));
     };
     auto contiguous = [&] { CHECK_DRIVER(cuMemcpyAsync(gathered[2], pool, kGathered, stream)); };
+    auto flat = [&] { CHECK_DRIVER(cuMemcpyDtoDAsync(flatTarget, pool, kStridedBytes, stream)); };
     const CUDA_MEMCPY3D copy2D = stridedCopy(image[0], imagePitch, image[1], imagePitch, k2DWidth, k2DRows, 1);
     const CUDA_MEMCPY3D copy3D =
         stridedCopy(volume[0], volumePitch, volume[1], volumePitch, k3DWidth, k3DRows, k3DSlices);
@@ -213,57 +222,34 @@ int main(int argc, char** argv) {
         CHECK_DRIVER(cuMemcpy2DAsync(&copy, stream));
     };
     auto strided3D = [&] { CHECK_DRIVER(cuMemcpy3DAsync(&copy3D, stream)); };
-    auto flat = [&] { CHECK_DRIVER(cuMemcpyDtoDAsync(gathered[2], pool, kStridedBytes, stream)); };
+    const Ways ways{batched, perPiece, contiguous, flat, strided2D, strided3D};
 
     // Step 2: each way once, and its bytes checked on the host.
     course::printStep(2, "every way once, every byte checked");
     course::Verdict verdict;
-    if (noBatch.empty()) batched();
-    perPiece();
-    strided2D();
-    strided3D();
-    contiguous();
+    if (noBatch.empty()) ways.batched();
+    ways.perPiece();
+    ways.strided2D();
+    ways.strided3D();
+    ways.contiguous();
+    ways.flat();
     CHECK_DRIVER(cuStreamSynchronize(stream));
-    checkGathers(verdict, gathered, poolHost, noBatch);
-    const size_t rows2D = rowsWrong(image[0], image[1], imagePitch, k2DWidth, k2DRows);
-    const size_t rows3D = rowsWrong(volume[0], volume[1], volumePitch, k3DWidth, k3DRows * k3DSlices);
-    std::printf("rows wrong after the copy (data, or padding no longer 0xa5): 2-D %zu of %zu, 3-D %zu of %zu\n", rows2D,
-                k2DRows, rows3D, k3DRows * k3DSlices);
-    verdict.check("cuMemcpy2DAsync copied every row, nothing into the padding", rows2D == 0);
-    verdict.check("cuMemcpy3DAsync copied every row of every slice, nothing into the padding", rows3D == 0);
+    checkEveryWay(verdict, judge(to, poolHost), noBatch);
 
-    // Step 3: the timings, only with --bench. Printed, never checked: they belong to the GPU.
+    // Step 3: the timings, only with --bench. Printed, never checked: they belong to the GPU and the
+    // run. What is checked is that each timed way wrote its own destination.
     course::printStep(3, "timings: gather three ways, strided copies against one flat copy");
-    if (!bench) {
+    if (!bench)
         std::printf("timings: run with --bench\n");
-    } else {
-        const double contiguousUs = medianMicroseconds(stream, contiguous);
-        const double perPieceUs = medianMicroseconds(stream, perPiece);
-        if (noBatch.empty()) {
-            const double batchedUs = medianMicroseconds(stream, batched);
-            std::printf("bench: gather 4096 x 4 KiB, one cuMemcpyBatchAsync = %.1f us\n", batchedUs);
-            std::printf("bench: gather speed, cuMemcpyBatchAsync / contiguous copy = %.1f %%\n",
-                        100.0 * contiguousUs / batchedUs);
-        }
-        std::printf("bench: gather 4096 x 4 KiB, one cuMemcpyAsync per piece = %.1f us\n", perPieceUs);
-        std::printf("bench: gather speed, one cuMemcpyAsync per piece / contiguous copy = %.1f %%\n",
-                    100.0 * contiguousUs / perPieceUs);
-        std::printf("bench: contiguous cuMemcpyAsync of the same 16 MiB = %.1f us\n", contiguousUs);
-        const double flatUs = medianMicroseconds(stream, flat);
-        const double twoDUs = medianMicroseconds(stream, strided2D);
-        const double threeDUs = medianMicroseconds(stream, strided3D);
-        std::printf("bench: cuMemcpyDtoDAsync of 16384000 bytes = %.1f us\n", flatUs);
-        std::printf("bench: cuMemcpy2DAsync 4000 x 4096 bytes = %.1f us\n", twoDUs);
-        std::printf("bench: cuMemcpy3DAsync 500 x 128 x 256 bytes = %.1f us\n", threeDUs);
-        std::printf("bench: cuMemcpy2DAsync time / cuMemcpyDtoDAsync time = %.2f x\n", twoDUs / flatUs);
-        std::printf("bench: cuMemcpy3DAsync time / cuMemcpyDtoDAsync time = %.2f x\n", threeDUs / flatUs);
-    }
+    else
+        timeEveryWay(verdict, stream, ways, to, poolHost, noBatch.empty());
 
     course::printStep(4, "release everything, newest first");
     for (int i = 1; i >= 0; --i) {
         CHECK_DRIVER(cuMemFree(volume[i]));
         CHECK_DRIVER(cuMemFree(image[i]));
     }
+    CHECK_DRIVER(cuMemFree(flatTarget));
     for (int way = 2; way >= 0; --way) CHECK_DRIVER(cuMemFree(gathered[way]));
     CHECK_DRIVER(cuMemFree(pool));
     CHECK_DRIVER(cuStreamDestroy(stream));

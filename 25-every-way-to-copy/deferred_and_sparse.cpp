@@ -192,13 +192,16 @@ int main(int argc, char** argv) {
         course::printStep(5, "map one tile of the sparse array, use it, unmap it");
         lesson25::skipCheck(kTile, "no sparse arrays on this device");
     } else {
-        // A sparse 1024 x 1024 float array, and a sparse mipmapped one of the same size down to 1 x 1.
-        constexpr unsigned int kSparseLevels = 11;  // 1024, 512, ..., 1
+        // A sparse 1024 x 1024 float array, and a sparse mipmapped 1024 x 256 one down to 1 x 1. The
+        // mipmapped one is not square: its levels' height falls below a tile's before their width
+        // does, so where its mip tail starts tells "width, height or depth" from "width and height".
+        constexpr unsigned int kSparseLevels = 11;  // 1024, 512, ..., 1 wide
         const CUDA_ARRAY3D_DESCRIPTOR sparseDesc = floatImage(1024, 1024, CUDA_ARRAY3D_SPARSE);
         CUarray sparseArray = nullptr;
         CHECK_DRIVER(cuArray3DCreate(&sparseArray, &sparseDesc));
+        const CUDA_ARRAY3D_DESCRIPTOR sparseMipDesc = floatImage(1024, 256, CUDA_ARRAY3D_SPARSE);
         CUmipmappedArray sparseMipmap = nullptr;
-        CHECK_DRIVER(cuMipmappedArrayCreate(&sparseMipmap, &sparseDesc, kSparseLevels));
+        CHECK_DRIVER(cuMipmappedArrayCreate(&sparseMipmap, &sparseMipDesc, kSparseLevels));
         // For a sparse array that is not mipmapped, miptailSize is "the total size of the array" if
         // flags has CU_ARRAY_SPARSE_PROPERTIES_SINGLE_MIPTAIL, "Otherwise, it will be zero", and
         // "miptailFirstLevel is always zero" (cuda.h:11898-11900). The fields start as values the
@@ -223,8 +226,8 @@ int main(int argc, char** argv) {
         // of the tile" (cuda.h:11923-11924); 2-D levels report a depth of 0, so width and height decide.
         CUDA_ARRAY_SPARSE_PROPERTIES mipProps{};
         CHECK_DRIVER(cuMipmappedArrayGetSparseProperties(&mipProps, sparseMipmap));
-        std::printf("sparse mipmapped array: mip tail from level %u, %llu bytes\n", mipProps.miptailFirstLevel,
-                    mipProps.miptailSize);
+        std::printf("sparse mipmapped 1024 x 256 float array: mip tail from level %u, %llu bytes\n",
+                    mipProps.miptailFirstLevel, mipProps.miptailSize);
         bool tailWhereSmaller = mipProps.miptailSize != 0 && mipProps.miptailFirstLevel < kSparseLevels;
         for (unsigned int level = 0; tailWhereSmaller && level <= mipProps.miptailFirstLevel; ++level) {
             CUarray levelArray = nullptr;

@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
     if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
     const int ordinal = args.deviceOrdinal();
 
-    course::printStep(1, "initialise, a pitched image, a stream");
+    course::printStep(1, "initialise, a pitched image, a stream, the spin kernel");
     CHECK_DRIVER(cuInit(0));
     CUdevice device = 0;
     CHECK_DRIVER(cuDeviceGet(&device, ordinal));
@@ -87,6 +87,10 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuCtxSetCurrent(context));
     CUstream stream = nullptr;
     CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    CUmodule module = nullptr;
+    CHECK_DRIVER(cuModuleLoad(&module, course::kernelPath("copy_kernels.fatbin").c_str()));
+    CUfunction spin = nullptr;
+    CHECK_DRIVER(cuModuleGetFunction(&spin, module, "spin"));
     CUdeviceptr image = 0;
     size_t pitch = 0;
     CHECK_DRIVER(cuMemAllocPitch(&image, &pitch, kRowBytes, kRows, 4));
@@ -95,14 +99,21 @@ int main(int argc, char** argv) {
     course::Verdict verdict;
 
     // Steps 2 and 3: each fill on a fresh image of 0xa5. The synchronous forms go to the legacy
-    // stream, which the NON_BLOCKING stream is not ordered with: the refill on the stream is waited
-    // for before each fill, and the stream again before the image is read back.
+    // stream, which the NON_BLOCKING stream is not ordered with (cuda.h:429): the refill on the
+    // stream is waited for before each of them. The Async forms are queued behind a 50 ms kernel and
+    // the refill, on the stream, with no wait by the host: in stream order they run after both. A
+    // fill that did not wait its turn in the stream would land while the kernel runs, and the refill
+    // after it would wipe it out. The stream is waited for again before the image is read back.
+    unsigned long long nanoseconds = 50000000ULL;
+    void* params[] = {&nanoseconds};
     for (size_t which = 0; which < 6; ++which) {
         if (which == 0) course::printStep(2, "cuMemsetD2D8, cuMemsetD2D16, cuMemsetD2D32: 600 bytes x 16 rows");
-        if (which == 3) course::printStep(3, "the same three on a stream: the Async forms");
+        if (which == 3) course::printStep(3, "the same three on a stream, behind a kernel: the Async forms");
         const Fill& fill = kFills[which];
+        const bool onTheStream = which >= 3;
+        if (onTheStream) CHECK_DRIVER(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr));
         CHECK_DRIVER(cuMemsetD8Async(image, lesson25::kFill, pitch * kRows, stream));
-        CHECK_DRIVER(cuStreamSynchronize(stream));
+        if (!onTheStream) CHECK_DRIVER(cuStreamSynchronize(stream));
         fillRectangle(which, corner, pitch, stream);
         CHECK_DRIVER(cuStreamSynchronize(stream));
         const std::vector<unsigned char> got = lesson25::download(image, pitch * kRows);  // after the legacy fills too
@@ -139,9 +150,10 @@ int main(int argc, char** argv) {
     course::printStep(5, "release everything, newest first");
     CHECK_DRIVER(cuMemFree(line));
     CHECK_DRIVER(cuMemFree(image));
+    CHECK_DRIVER(cuModuleUnload(module));
     CHECK_DRIVER(cuStreamDestroy(stream));
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
-    std::printf("released: buffers, stream, primary context\n");
+    std::printf("released: buffers, module, stream, primary context\n");
 
     course::printStep(6, "check");
     return verdict.finish();

@@ -70,11 +70,11 @@ size_t sampleEveryTexel(CUfunction sampleLevels, CUtexObject texture, unsigned i
 }
 
 #if CUDA_VERSION >= 11060
-// The bytes of the texels of levels 0 to kLevels - 1 of a float mipmapped array, each level's size
+// The bytes of the texels of levels 0 to `levels` - 1 of a float mipmapped array, each level's size
 // from its own descriptor. `everyLevel` turns false if a level cannot be had.
-size_t levelTexelBytes(CUmipmappedArray mipmap, bool& everyLevel) {
+size_t levelTexelBytes(CUmipmappedArray mipmap, unsigned int levels, bool& everyLevel) {
     size_t bytes = 0;
-    for (unsigned int level = 0; level < kLevels; ++level) {
+    for (unsigned int level = 0; level < levels; ++level) {
         CUarray levelArray = nullptr;
         CUDA_ARRAY3D_DESCRIPTOR levelDesc{};
         if (REPORT_DRIVER(cuMipmappedArrayGetLevel(&levelArray, mipmap, level)) != CUDA_SUCCESS ||
@@ -177,6 +177,10 @@ int main(int argc, char** argv) {
     // 1024 x 1024 floats, so that its levels (4 MiB for level 0) are far above any alignment. cuda.h
     // does not give the levels' sizes: the program asks each level's descriptor, and holds the
     // requirement to the texels of all four. The alignment is shown; cuda.h says nothing of its form.
+    // The count itself is held to the one size the program knows: a mipmapped array's descriptor
+    // describes its base level (cuda.h:16445-16448, of the external-memory form, which refers to
+    // cuMipmappedArrayCreate), the most detailed, "mipmap level zero" (cuda.h:23020); so level 0's
+    // texels, counted from its own descriptor, are the 1024 x 1024 floats asked for.
     course::printStep(4, "cuMipmappedArrayGetMemoryRequirements of a deferred-mapping mipmapped array");
     const char* const kCovers = "the requirement holds the texels of all four levels, sized from their descriptors";
     const char* const kRefused = "a mipmapped array without deferred mapping has no requirements to give";
@@ -197,11 +201,15 @@ int main(int argc, char** argv) {
         CUDA_ARRAY_MEMORY_REQUIREMENTS needs{};
         CHECK_DRIVER(cuMipmappedArrayGetMemoryRequirements(&needs, unmapped, device));
         bool everyLevel = true;  // a level the array does not have: CUDA_ERROR_INVALID_VALUE (cuda.h:12503-12504)
-        const size_t texelBytes = levelTexelBytes(unmapped, everyLevel);
+        const size_t levelZeroBytes = levelTexelBytes(unmapped, 1, everyLevel);
+        const size_t texelBytes = levelTexelBytes(unmapped, kLevels, everyLevel);
+        const size_t askedBytes = deferredDesc.Width * deferredDesc.Height * sizeof(float);
         std::printf("memory requirements of 1024 x 1024, %u levels: %zu bytes, aligned to %zu bytes\n", kLevels,
                     needs.size, needs.alignment);
+        std::printf("texels of level 0, from its descriptor: %zu bytes (1024 x 1024 floats: %zu)\n", levelZeroBytes,
+                    askedBytes);
         std::printf("texels of the %u levels, from their descriptors: %zu bytes\n", kLevels, texelBytes);
-        verdict.check(kCovers, everyLevel && needs.size >= texelBytes);
+        verdict.check(kCovers, everyLevel && levelZeroBytes == askedBytes && needs.size >= texelBytes);
         CUDA_ARRAY_MEMORY_REQUIREMENTS none{};
         const CUresult refused = REPORT_DRIVER(cuMipmappedArrayGetMemoryRequirements(&none, mipmap, device));
         std::printf("cuMipmappedArrayGetMemoryRequirements of the step-2 array: %s\n",
