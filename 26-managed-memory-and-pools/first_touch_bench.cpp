@@ -190,7 +190,8 @@ int main(int argc, char** argv) {
     // is taken from what the system can page (cuda.h:8757-8759) and the rest belongs to everyone else.
     const long freePages = sysconf(_SC_AVPHYS_PAGES);
     const long pageSize = sysconf(_SC_PAGESIZE);
-    const size_t hostFree = freePages > 0 && pageSize > 0 ? static_cast<size_t>(freePages) * static_cast<size_t>(pageSize) : 0;
+    const size_t hostFree =
+        freePages > 0 && pageSize > 0 ? static_cast<size_t>(freePages) * static_cast<size_t>(pageSize) : 0;
     const bool hostRoomy = hostFree / 4 >= kCheckBytes;
     std::printf("free host memory, at least four times the 64 MiB staging buffer: %s\n", hostRoomy ? "yes" : "no");
     if (!hostRoomy) {

@@ -91,7 +91,8 @@ inline void propertiesFromHandles(course::Verdict& verdict, CUdevice device) {
     // Another process's allocations move this figure too: the lesson's tests run this program alone.
     const long long kept = static_cast<long long>(freeBefore) - static_cast<long long>(freeAfter);
     std::printf("device memory not given back after the releases: %lld bytes (allowed: less than one %zu-byte "
-                "allocation)\n", kept, granularity);
+                "allocation)\n",
+                kept, granularity);
     verdict.checkFreeMemory(kGivenBack, kept < static_cast<long long>(granularity));
 }
 
