@@ -7,15 +7,20 @@
 // physical memory yet "will be populated and mapped on the destination device" (cuda.h:14383-14384);
 // cuMemAlloc "allocates bytesize bytes of linear memory on the device" (cuda.h:8580). The same kernel
 // writes every word in each case, then once more (the second touch), timed with events; the host then
-// reads every word back and checks it. The driver is asked what each buffer is (IS_MANAGED) and where
-// it was last prefetched, so that the three ways are checked to be what they say. Timings are printed,
-// never judged: they belong to the GPU and its link.
+// copies the buffer back 64 MiB at a time through one page-locked staging buffer and checks every word.
+// The driver is asked what each buffer is (IS_MANAGED) and where it was last prefetched, so that the
+// three ways are checked to be what they say. Timings are printed, never judged: they belong to the GPU
+// and its link. What is checked about them is that the spans printed are the parts of one round.
 //
 //   first_touch_bench               one round of each, checked, times printed
 //   first_touch_bench --bench       five more rounds each, medians as "bench:" lines
 //   first_touch_bench --device N    another GPU
 #include <cuda.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -30,6 +35,14 @@ namespace {
 constexpr size_t kBytes = size_t{1} << 30;
 constexpr size_t kWords = kBytes / sizeof(unsigned int);
 constexpr int kBenchRounds = 5;
+// The host's check goes through a page-locked buffer of this size, one piece of the buffer at a time:
+// "Page-locking excessive amounts of memory with cuMemAllocHost() may degrade system performance" and the
+// call "is best used sparingly to allocate staging areas" (cuda.h:8757-8760).
+constexpr size_t kCheckBytes = size_t{64} << 20;
+constexpr size_t kCheckWords = kCheckBytes / sizeof(unsigned int);
+// How far a round's three spans may add up from the whole round: a few times the events' "resolution
+// of around 0.5 microseconds" (cuda.h:16136-16137).
+constexpr double kSpanToleranceMs = 0.01;
 
 enum class Way { ManagedFaulted, ManagedPrefetched, DeviceMemory };
 
@@ -38,6 +51,7 @@ struct Times {
     std::vector<double> first;
     std::vector<double> second;
     size_t wrong = 0;               // words not as written, over every round
+    double worstSpanGapMs = 0.0;    // largest |three spans - the whole round| over every round
     std::vector<int> managed;       // CU_POINTER_ATTRIBUTE_IS_MANAGED of each round's buffer
     std::vector<int> lastPrefetch;  // LAST_PREFETCH_LOCATION of each round's buffer (managed ways only)
 };
@@ -49,7 +63,8 @@ float elapsedMs(CUevent from, CUevent to) {
 }
 
 // One round: a fresh 1 GiB buffer of this kind, the optional prefetch, the kernel twice, the check
-// on the host (through `check`, 1 GiB of pinned memory), and the buffer freed again.
+// on the host (through `check`, kCheckBytes of page-locked memory, one piece at a time), and the
+// buffer freed again.
 void oneRound(Way way, const lesson26::Kernels& kernels, CUdevice device, CUstream stream, unsigned int* check,
               unsigned int seed, Times& times) {
     CUdeviceptr buffer = 0;
@@ -82,8 +97,14 @@ void oneRound(Way way, const lesson26::Kernels& kernels, CUdevice device, CUstre
     if (way == Way::ManagedPrefetched) times.prefetch.push_back(elapsedMs(marks[0], marks[1]));
     times.first.push_back(elapsedMs(marks[1], marks[2]));
     times.second.push_back(elapsedMs(marks[2], marks[3]));
-    CHECK_DRIVER(cuMemcpyDtoH(check, buffer, kBytes));  // managed or not, a device pointer to copy from
-    times.wrong += lesson26::wrongWords(check, kWords, seed);
+    // The three spans, marks[0] to [1] (the prefetch, or nothing), [1] to [2] and [2] to [3], must add up
+    // to the whole round, marks[0] to [3]: a time printed under one name holds no other span.
+    const double spans = elapsedMs(marks[0], marks[1]) + times.first.back() + times.second.back();
+    times.worstSpanGapMs = std::max(times.worstSpanGapMs, std::fabs(spans - elapsedMs(marks[0], marks[3])));
+    for (size_t offset = 0; offset < kBytes; offset += kCheckBytes) {  // managed or not: a device pointer
+        CHECK_DRIVER(cuMemcpyDtoH(check, buffer + offset, kCheckBytes));
+        times.wrong += lesson26::wrongWords(check, kCheckWords, seed, 1, 0, offset / sizeof(unsigned int));
+    }
     for (int i = 3; i >= 0; --i) CHECK_DRIVER(cuEventDestroy(marks[i]));
     CHECK_DRIVER(cuMemFree(buffer));
 }
@@ -164,6 +185,21 @@ int main(int argc, char** argv) {
         CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
         return course::kExitNotApplicable;
     }
+    // The host side: the page-locked staging buffer may take at most a quarter of the host memory free
+    // now (sysconf's free pages, not counting what the kernel could reclaim), since page-locked memory
+    // is taken from what the system can page (cuda.h:8757-8759) and the rest belongs to everyone else.
+    const long freePages = sysconf(_SC_AVPHYS_PAGES);
+    const long pageSize = sysconf(_SC_PAGESIZE);
+    const size_t hostFree =
+        freePages > 0 && pageSize > 0 ? static_cast<size_t>(freePages) * static_cast<size_t>(pageSize) : 0;
+    const bool hostRoomy = hostFree / 4 >= kCheckBytes;
+    std::printf("free host memory, at least four times the 64 MiB staging buffer: %s\n", hostRoomy ? "yes" : "no");
+    if (!hostRoomy) {
+        std::printf("Result = SKIP (%zu MiB of host memory free; the 64 MiB staging buffer may take a quarter)\n",
+                    hostFree >> 20);
+        CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+        return course::kExitNotApplicable;
+    }
 
     // Step 2: the module loaded and the kernel run once on a small buffer, so that loading its code
     // (which lazy loading may leave to the first launch, lesson 06) is in no timing.
@@ -171,8 +207,8 @@ int main(int argc, char** argv) {
     const lesson26::Kernels kernels = lesson26::loadKernels();
     CUstream stream = nullptr;
     CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-    void* pinned = nullptr;  // the host's copy of each buffer, to check every word
-    CHECK_DRIVER(cuMemAllocHost(&pinned, kBytes));
+    void* pinned = nullptr;  // the staging buffer the host checks each buffer through, piece by piece
+    CHECK_DRIVER(cuMemAllocHost(&pinned, kCheckBytes));
     auto* check = static_cast<unsigned int*>(pinned);
     CUdeviceptr warm = 0;
     CHECK_DRIVER(cuMemAlloc(&warm, 1 << 20));
@@ -204,6 +240,11 @@ int main(int argc, char** argv) {
                   allAre(faulted.managed, 1) && allAre(prefetched.managed, 1) && allAre(plain.managed, 0));
     verdict.check("LAST_PREFETCH_LOCATION names this GPU after the prefetch and no location without one",
                   allAre(prefetched.lastPrefetch, ordinal) && allAre(faulted.lastPrefetch, CU_DEVICE_INVALID));
+    const double worstGap = std::max({faulted.worstSpanGapMs, prefetched.worstSpanGapMs, plain.worstSpanGapMs});
+    const bool spansAddUp = worstGap <= kSpanToleranceMs;
+    std::printf("before the kernel + first touch + second touch = the whole round, within %.2f ms: %s\n",
+                kSpanToleranceMs, spansAddUp ? "yes" : "no");
+    verdict.check("the three timed spans of every round add up to the whole round", spansAddUp);
     if (!bench) {
         std::printf("timings: the rounds above; run with --bench for medians of %d rounds\n", rounds + kBenchRounds);
     } else {

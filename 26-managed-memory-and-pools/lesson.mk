@@ -8,6 +8,6 @@
 
 # first_touch_bench has a --bench mode: make bench runs it.
 26-managed-memory-and-pools_BENCH := first_touch_bench
-# first_touch_bench times kernels and takes 1 GiB (after checking cuMemGetInfo): the tests run it
-# with nothing beside it.
-26-managed-memory-and-pools_RUN_ALONE := first_touch_bench
+# first_touch_bench times kernels and takes 1 GiB (after checking cuMemGetInfo); pools_across_devices
+# compares free device memory before and after its step 3: the tests run both with nothing beside them.
+26-managed-memory-and-pools_RUN_ALONE := pools_across_devices first_touch_bench

@@ -7,9 +7,11 @@
 // "Reading from a discarded range, without a subsequent write or prefetch to that part of the range,
 // will return an indeterminate value" (cuda.h:14608-14612). So this program never reads what a
 // discarded range holds: after each discard a kernel writes the range, and only then does the CPU
-// read it. What a discard itself did cannot be observed (a read would give an indeterminate value),
-// so the program checks only that the writes after it arrive, that the ranges outside a discard
-// batch keep their bytes, and where each range was last prefetched to.
+// read it. What a discard itself did cannot be observed: a read would give an indeterminate value,
+// which may be the old bytes, and cuda.h names no attribute a discard changes. So the program checks
+// that the writes after it arrive, that the ranges outside a discard batch keep their bytes, and
+// where each range was last prefetched to; a discard left out, or a batch one range short, would
+// print the same lines (the prefetch half of cuMemDiscardAndPrefetchBatchAsync would not).
 //
 //   managed_batches               the walkthrough (CUDA 13.0 headers and driver, else SKIP)
 //   managed_batches --device N    another GPU
@@ -115,7 +117,9 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
     CHECK_DRIVER(cuCtxSetCurrent(context));
     const lesson26::Kernels kernels = lesson26::loadKernels();
-    CUstream stream = nullptr;  // the batch calls refuse the legacy NULL stream (cuda.h:14593)
+    // A stream of its own: each batch call's stream "Must not be legacy NULL stream" (cuda.h:14593,
+    // 14626, 14674), a precondition; cuda.h promises no particular error for it.
+    CUstream stream = nullptr;
     CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     size_t freeBytes = 0;
     size_t totalBytes = 0;
@@ -172,7 +176,8 @@ int main(int argc, char** argv) {
 
     // Step 4: discard ranges 0 and 1, then write them. A write undoes the discard (cuda.h:14610-14611);
     // the kernel is queued after the discard on the same stream, never at the same time as it (cuda.h:
-    // 14613-14614: simultaneous access is undefined behaviour).
+    // 14613-14614: simultaneous access is undefined behaviour). No check below can tell whether this
+    // call discarded both ranges, one or none (the top of this file says why).
     course::printStep(4, "cuMemDiscardBatchAsync on ranges 0 and 1, then a kernel writes them");
     CHECK_DRIVER(cuMemDiscardBatchAsync(ranges, sizes, 2, 0, stream));
     fillRanges(kernels, ranges, 0, 2, stream);

@@ -21,11 +21,12 @@ inline unsigned int patternWord(unsigned long long i, unsigned int seed) {
     return static_cast<unsigned int>(i * 2654435761ull) ^ (seed * 0x9E3779B9u);
 }
 
-// Words of `data` (count of them) that are not patternWord(i, seed) * mul + add.
+// Words of `data` (count of them) that are not patternWord(first + i, seed) * mul + add: `first` is
+// the index of data[0] in the whole array, for a check made piece by piece.
 inline size_t wrongWords(const unsigned int* data, size_t count, unsigned int seed, unsigned int mul = 1,
-                         unsigned int add = 0) {
+                         unsigned int add = 0, unsigned long long first = 0) {
     size_t wrong = 0;
-    for (size_t i = 0; i < count; ++i) wrong += data[i] != patternWord(i, seed) * mul + add ? 1 : 0;
+    for (size_t i = 0; i < count; ++i) wrong += data[i] != patternWord(first + i, seed) * mul + add ? 1 : 0;
     return wrong;
 }
 

@@ -41,20 +41,22 @@ int printManagedAttributes(CUdevice device) {
         const char* name;
         const char* meaning;  // cuda.h's own words for a non-zero value
     };
+    // The name printed is the enumerator's own spelling (#attribute): the value read and the name it is
+    // printed under come from one token. The values are printed, never judged, and on a GPU where two of
+    // them are equal no output would show one read under the other's name.
+#define LESSON26_NAMED(attribute, meaning) Named{attribute, #attribute, meaning}
     static constexpr Named kAttributes[] = {
-        {CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, "CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY",
-         "device can allocate managed memory on this system"},
-        {CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, "CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS",
-         "device can coherently access managed memory concurrently with the CPU"},
-        {CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, "CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS",
-         "device supports coherently accessing pageable memory without registering it"},
-        {CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES,
-         "CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES",
-         "device accesses pageable memory via the host's page tables"},
-        {CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST,
-         "CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST",
-         "host can directly access managed memory on the device without migration"},
+        LESSON26_NAMED(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, "device can allocate managed memory on this system"),
+        LESSON26_NAMED(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
+                       "device can coherently access managed memory concurrently with the CPU"),
+        LESSON26_NAMED(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS,
+                       "device supports coherently accessing pageable memory without registering it"),
+        LESSON26_NAMED(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES,
+                       "device accesses pageable memory via the host's page tables"),
+        LESSON26_NAMED(CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST,
+                       "host can directly access managed memory on the device without migration"),
     };
+#undef LESSON26_NAMED
     for (const Named& named : kAttributes) {
         const int value = course::deviceAttribute(device, named.attribute);
         std::printf("%s: %d (%s: %s)\n", named.name, value, value ? "1 means" : "1 would mean", named.meaning);

@@ -25,14 +25,19 @@ inline void printProps(const char* label, const CUmemAllocationProp& prop) {
 // handle type and one with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR; the second is mapped, and its
 // handle found again from an address inside the mapping with cuMemRetainAllocationHandle: "The handle
 // is guaranteed to be the same handle value used to map the memory" (cuda.h:13243). Each handle's
-// properties are read back and compared with what each allocation was asked for.
+// properties are read back and compared with what each allocation was asked for. Last, free device
+// memory is read again: an allocation "will be freed when all outstanding mappings to the memory are
+// unmapped and when all outstanding references to the handle ... are also released" (cuda.h:12841-12843),
+// so a handle left unreleased keeps a whole allocation out of it.
 inline void propertiesFromHandles(course::Verdict& verdict, CUdevice device) {
     const char* const kPlain = "the first handle reports PINNED, this GPU and no shareable handle type";
     const char* const kRetained = "the handle retained from inside the mapping reports the POSIX file-descriptor type";
+    const char* const kGivenBack = "every handle released, the two allocations' device memory is free again";
     if (course::deviceAttribute(device, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) == 0) {
         std::printf("section allocation properties: SKIP (no virtual memory management on this device)\n");
         skipCheck(kPlain, "no virtual memory management on this device");
         skipCheck(kRetained, "no virtual memory management on this device");
+        skipCheck(kGivenBack, "no virtual memory management on this device");
         return;
     }
     const bool posix = course::deviceAttribute(device, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED) != 0;
@@ -43,6 +48,9 @@ inline void propertiesFromHandles(course::Verdict& verdict, CUdevice device) {
     prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
     size_t granularity = 0;
     CHECK_DRIVER(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    size_t freeBefore = 0;
+    size_t total = 0;
+    CHECK_DRIVER(cuMemGetInfo(&freeBefore, &total));
     CUmemGenericAllocationHandle plain = 0;
     CHECK_DRIVER(cuMemCreate(&plain, granularity, &prop, 0));
     prop.requestedHandleTypes = posix ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
@@ -78,6 +86,14 @@ inline void propertiesFromHandles(course::Verdict& verdict, CUdevice device) {
     CHECK_DRIVER(cuMemAddressFree(range, granularity));
     CHECK_DRIVER(cuMemRelease(shareable));
     CHECK_DRIVER(cuMemRelease(plain));
+    size_t freeAfter = 0;
+    CHECK_DRIVER(cuMemGetInfo(&freeAfter, &total));
+    // Another process's allocations move this figure too: the lesson's tests run this program alone.
+    const long long kept = static_cast<long long>(freeBefore) - static_cast<long long>(freeAfter);
+    std::printf("device memory not given back after the releases: %lld bytes (allowed: less than one %zu-byte "
+                "allocation)\n",
+                kept, granularity);
+    verdict.checkFreeMemory(kGivenBack, kept < static_cast<long long>(granularity));
 }
 
 inline unsigned long long graphMemory(CUdevice device, CUgraphMem_attribute attribute) {
@@ -119,6 +135,16 @@ inline void runGraphOnce(CUcontext context, CUdevice device, CUstream stream) {
     CHECK_DRIVER(cuGraphDestroy(graph));
 }
 
+// A trim's check: less reserved after it than before. With nothing held before, a trim has nothing to
+// give back and shows nothing: SKIP.
+inline void checkTrimmed(course::Verdict& verdict, const char* name, unsigned long long before,
+                         unsigned long long after) {
+    if (before == 0)
+        skipCheck(name, "the graph allocator held no reserve before the trim");
+    else
+        verdict.check(name, after < before);
+}
+
 // Step 4: the graph allocator keeps what it reserved after the graph is gone (lesson 15);
 // cuDeviceGraphMemTrim frees the blocks no graph executing or scheduled uses (cuda.h:19920-19921),
 // which the reserve read before and after the trim shows. cuDeviceSetGraphMemAttribute resets the two
@@ -128,9 +154,11 @@ inline void runGraphOnce(CUcontext context, CUdevice device, CUstream stream) {
 inline void trimAndResetGraphMemory(course::Verdict& verdict, CUcontext context, CUdevice device, CUstream stream) {
     const char* const kTrimmed = "cuDeviceGraphMemTrim gave back memory the graph allocator had reserved";
     runGraphOnce(context, device, stream);
+    const unsigned long long usedHigh = graphMemory(device, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH);
     const unsigned long long reservedHigh = graphMemory(device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH);
     std::printf("after one launch of a graph that allocates 64 MiB: used high %llu bytes, reserved high %llu bytes\n",
-                graphMemory(device, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH), reservedHigh);
+                usedHigh, reservedHigh);
+    verdict.check("the used high watermark covers the graph's allocation", usedHigh >= kGraphBytes);
     verdict.check("the reserved high watermark covers the graph's allocation", reservedHigh >= kGraphBytes);
 
     const unsigned long long reservedBefore = graphMemory(device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT);
@@ -140,10 +168,7 @@ inline void trimAndResetGraphMemory(course::Verdict& verdict, CUcontext context,
     const unsigned long long reservedNow = graphMemory(device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT);
     std::printf("after the graph is destroyed and the trim: used %llu bytes, reserved %llu bytes\n", usedNow,
                 reservedNow);
-    if (reservedBefore == 0)  // nothing held: a trim has nothing to give back, and shows nothing
-        skipCheck(kTrimmed, "the graph allocator held no reserve before the trim");
-    else
-        verdict.check(kTrimmed, reservedNow < reservedBefore);
+    checkTrimmed(verdict, kTrimmed, reservedBefore, reservedNow);
     cuuint64_t zero = 0;
     CHECK_DRIVER(cuDeviceSetGraphMemAttribute(device, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &zero));
     zero = 0;
@@ -160,7 +185,14 @@ inline void trimAndResetGraphMemory(course::Verdict& verdict, CUcontext context,
     const unsigned long long reservedAgain = graphMemory(device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH);
     std::printf("reserved high watermark after the next launch: %llu bytes\n", reservedAgain);
     verdict.check("the reserved high watermark climbs again with the next graph", reservedAgain >= kGraphBytes);
-    CHECK_DRIVER(cuDeviceGraphMemTrim(device));  // hand the reserve back before the program goes on
+    // Hand the next graph's reserve back too before the program goes on, and read that it went.
+    const unsigned long long reservedBeforeLast = graphMemory(device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT);
+    CHECK_DRIVER(cuDeviceGraphMemTrim(device));
+    const unsigned long long reservedAfterLast = graphMemory(device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT);
+    std::printf("reserved after the next graph, before and after the last trim: %llu bytes, %llu bytes\n",
+                reservedBeforeLast, reservedAfterLast);
+    checkTrimmed(verdict, "the last cuDeviceGraphMemTrim gave back the next graph's reserve", reservedBeforeLast,
+                 reservedAfterLast);
 }
 
 }  // namespace lesson26

@@ -69,6 +69,12 @@ TEST_CASE("Every lesson 26 program fails fast at cuInit against the stub driver,
 }
 
 TEST_CASE("Lesson 26 names the version a 13.0 call needs, from the headers first, then the driver", "[cpu][lesson26]") {
+    // The two versions the README's "Versions" and managed_compat.h name: no 13.0 call for a 12.9
+    // driver, no _TYPE/_ID form for a 12.1 one. A run on a 13.0 driver passes either gate, set right or not.
+    CHECK(lesson26::kCuda13 == 13000);
+    CHECK(lesson26::kLocationFormsVersion == 12020);
+    CHECK_FALSE(lesson26::versionReason(lesson26::kCuda13, 12090, "X").empty());
+    CHECK_FALSE(lesson26::versionReason(lesson26::kLocationFormsVersion, 12010, "X").empty());
     CHECK(lesson26::versionReason(13000, 13000, "X").empty() == (CUDA_VERSION >= 13000));
     if (CUDA_VERSION >= 13000) {
         CHECK(lesson26::versionReason(13000, 12080, "cuMemSetMemPool") ==
@@ -95,6 +101,10 @@ TEST_CASE("Lesson 26's host pattern differs between neighbouring words and betwe
     CHECK(lesson26::wrongWords(words.data(), words.size(), 1, 6, 10) == 0);
     words[12345] += 1;
     CHECK(lesson26::wrongWords(words.data(), words.size(), 1, 6, 10) == 1);
+    // A piece of the array is judged by its words' indices in the whole (first_touch_bench's check).
+    CHECK(lesson26::wrongWords(words.data() + 40000, 1000, 1, 6, 10, 40000) == 0);
+    CHECK(lesson26::wrongWords(words.data() + 12000, 1000, 1, 6, 10, 12000) == 1);
+    CHECK(lesson26::wrongWords(words.data() + 40000, 1000, 1, 6, 10) == 1000);  // judged from index 0: all wrong
 }
 
 TEST_CASE("Lesson 26 names the two locations cuda.h defines beside device ordinals", "[cpu][lesson26]") {
@@ -115,6 +125,13 @@ TEST_CASE("Lesson 26 managed_memory: one pointer for CPU and kernel, prefetches 
     CHECK(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "words the kernel changed in place, as the CPU reads them") == "16777216 of 16777216");
     CHECK(valueOf(r.out, "last prefetch location before any prefetch") == "CU_DEVICE_INVALID");
+    for (const char* attribute : {"CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY", "CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS",
+                                  "CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS",
+                                  "CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES",
+                                  "CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST"}) {
+        INFO(attribute);
+        CHECK(valuesOf(r.out, attribute).size() == 1);  // each printed once, under its own name
+    }
     if (concurrentManagedAccess(r)) {
         CHECK(valueOf(r.out, "last prefetch location after the prefetch to the GPU") == "GPU 0");
         CHECK(valueOf(r.out, "last prefetch location after the prefetch to the host") == "CU_DEVICE_CPU");
@@ -181,7 +198,10 @@ TEST_CASE(
         CHECK(valueOf(r.out, "current pool after cuDeviceSetMemPool with the default") == "the default");
     }
     CHECK(valueOf(r.out, "retained handle is the one mapped") == "yes");
+    CHECK(checkOk(r.out, "every handle released, the two allocations' device memory is free again"));
+    CHECK(checkOk(r.out, "the used high watermark covers the graph's allocation"));
     CHECK(checkOk(r.out, "cuDeviceGraphMemTrim gave back memory the graph allocator had reserved"));
+    CHECK(checkOk(r.out, "the last cuDeviceGraphMemTrim gave back the next graph's reserve"));
     const std::vector<std::string> peerChecks = {
         "the peer GPU has no access to the new pool before cuMemPoolSetAccess",
         "cuMemPoolGetAccess reads back the READWRITE access set for the peer GPU",
@@ -204,7 +224,7 @@ TEST_CASE("Lesson 26 first_touch_bench: every way writes every word of 1 GiB; me
           "[gpu][lesson26]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, "first_touch_bench");
-    requireRan(r);  // CONCURRENT_MANAGED_ACCESS and 2 GiB free
+    requireRan(r);  // CONCURRENT_MANAGED_ACCESS, 2 GiB of device memory and 256 MiB of host memory free
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     CHECK(valuesOf(r.out, "rounds") == std::vector<std::string>{"1, words not as the kernel wrote them: 0",
@@ -217,6 +237,8 @@ TEST_CASE("Lesson 26 first_touch_bench: every way writes every word of 1 GiB; me
     CHECK(valuesOf(r.out, "last prefetch location after the kernels") == lastPrefetch);
     CHECK(checkOk(r.out, "IS_MANAGED reads 1 for both managed buffers and 0 for the cuMemAlloc buffer"));
     CHECK(checkOk(r.out, "LAST_PREFETCH_LOCATION names this GPU after the prefetch and no location without one"));
+    CHECK(checkOk(r.out, "the three timed spans of every round add up to the whole round"));
+    CHECK(valueOf(r.out, "free host memory, at least four times the 64 MiB staging buffer") == "yes");
     CHECK_FALSE(contains(r.out, "bench:"));
     requireChecksHeld(r);
 }
