@@ -154,6 +154,38 @@ inline const char* nodeTypeName(CUgraphNodeType type) {
     }
 }
 
+inline const char* captureStatusName(CUstreamCaptureStatus status) {
+    switch (status) {
+        case CU_STREAM_CAPTURE_STATUS_NONE: return "CU_STREAM_CAPTURE_STATUS_NONE";
+        case CU_STREAM_CAPTURE_STATUS_ACTIVE: return "CU_STREAM_CAPTURE_STATUS_ACTIVE";
+        case CU_STREAM_CAPTURE_STATUS_INVALIDATED: return "CU_STREAM_CAPTURE_STATUS_INVALIDATED";
+        default: return "(another CUstreamCaptureStatus)";
+    }
+}
+
+inline const char* captureModeName(CUstreamCaptureMode mode) {
+    switch (mode) {
+        case CU_STREAM_CAPTURE_MODE_GLOBAL: return "CU_STREAM_CAPTURE_MODE_GLOBAL";
+        case CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: return "CU_STREAM_CAPTURE_MODE_THREAD_LOCAL";
+        case CU_STREAM_CAPTURE_MODE_RELAXED: return "CU_STREAM_CAPTURE_MODE_RELAXED";
+        default: return "(another CUstreamCaptureMode)";
+    }
+}
+
+// A node's dependencies (`up`) or dependents, through the wrappers of common/cuda_compat.h: once
+// for the count, once for the nodes. cuda.h does not say in which order they come.
+inline std::vector<CUgraphNode> neighbours(CUgraphNode node, bool up) {
+    size_t count = 0;
+    CHECK_DRIVER(up ? course::nodeGetDependencies(node, nullptr, &count)
+                    : course::nodeGetDependentNodes(node, nullptr, &count));
+    std::vector<CUgraphNode> nodes(count);
+    if (count > 0)
+        CHECK_DRIVER(up ? course::nodeGetDependencies(node, nodes.data(), &count)
+                        : course::nodeGetDependentNodes(node, nodes.data(), &count));
+    nodes.resize(count);
+    return nodes;
+}
+
 // The number of nodes of a graph (not counting those inside child graphs or conditional bodies).
 inline size_t nodeCount(CUgraph graph) {
     size_t count = 0;

@@ -213,6 +213,7 @@ TEST_CASE("Lesson 23 capture_more: capture continues a graph, joins a hand-added
     CHECK(valueOf(r.out, "capture status") == "CU_STREAM_CAPTURE_STATUS_ACTIVE, 1 dependency for the next node");
     CHECK(valueOf(r.out, "the hand-added node depends on") == "the node the capture reported");
     CHECK(valueOf(r.out, "nodes that depend on the hand-added one") == "1");
+    CHECK(valueOf(r.out, "the next captured node depends on") == "the hand-added node only");
     CHECK(valueOf(r.out, "joined graph launch") == "65536 of 65536 elements = 70 ((2 * 2 + 3) * 10)");
     // GLOBAL: the thread's default mode (cuda.h), so both exchanges hand it back.
     const std::string global = "thread mode CU_STREAM_CAPTURE_MODE_GLOBAL, ";
@@ -226,14 +227,16 @@ TEST_CASE("Lesson 23 capture_more: capture continues a graph, joins a hand-added
     CHECK(valueOf(r.out, relaxed + "cuMemAlloc in the capture") ==
           "CUDA_SUCCESS, capture status after it: CU_STREAM_CAPTURE_STATUS_ACTIVE");
     CHECK(valueOf(r.out, relaxed + "cuStreamEndCapture") == "CUDA_SUCCESS, graph returned");
+    CHECK(valueOf(r.out, "this thread's capture mode after the swaps") == "CU_STREAM_CAPTURE_MODE_GLOBAL");
     CHECK(valueOf(r.out, "DOT file names the kernel axpb") == "yes");
     // The plain run leaves no DOT file behind (and never writes into its working directory, /):
     // the line reports what remove and rmdir answered.
     CHECK(valueOf(r.out, "DOT file and its folder removed") == "yes (--keep-dot keeps them)");
     for (const char* check : {"the hand-added node depends on the node the capture reported",
-                              "the next captured node depends on the hand-added node",
+                              "the next captured node depends on the hand-added node only",
                               "a GLOBAL thread mode refused cuMemAlloc during the capture",
                               "a RELAXED thread mode let cuMemAlloc through the capture",
+                              "the thread's capture mode is GLOBAL again after the swaps",
                               "the DOT file names the graph's kernel",
                               "the program removed the DOT file and its folder"}) {
         INFO(check);
