@@ -66,6 +66,15 @@ TEST_CASE("Every lesson 23 program fails fast at cuInit against the stub driver,
     CHECK(runAgainstStub(kLesson, {"--keep-dot"}, "capture_more").exitCode == 1);
 }
 
+TEST_CASE("Lesson 23's version gate asks for 12.4 headers and a 12.4 driver, each on its own", "[cpu][lesson23]") {
+    // A GPU with a new driver never shows the driver half of the gate: it is tried here.
+    CHECK(lesson23::versionGap(13000, 13000).empty());
+    CHECK(lesson23::versionGap(12040, 12040).empty());
+    CHECK(lesson23::versionGap(12030, 13000) == "built with CUDA 12.3 headers; the lesson needs 12.4");
+    CHECK(lesson23::versionGap(13000, 12030) == "the driver supports CUDA 12.3; the lesson needs 12.4");
+    CHECK(lesson23::versionGap(12040, 12020) == "the driver supports CUDA 12.2; the lesson needs 12.4");
+}
+
 // ---------------------------------------------------------------------------
 // GPU: the programs' output.
 
