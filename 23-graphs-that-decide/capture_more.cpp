@@ -30,27 +30,12 @@
 #if CUDA_VERSION >= 12040
 namespace {
 
+using lesson23::captureModeName;
+using lesson23::captureStatusName;
+using lesson23::neighbours;
 constexpr int kCount = 1 << 16;
 constexpr size_t kAll = kCount;
 constexpr size_t kBytes = kCount * sizeof(float);
-
-const char* captureStatusName(CUstreamCaptureStatus status) {
-    switch (status) {
-        case CU_STREAM_CAPTURE_STATUS_NONE: return "CU_STREAM_CAPTURE_STATUS_NONE";
-        case CU_STREAM_CAPTURE_STATUS_ACTIVE: return "CU_STREAM_CAPTURE_STATUS_ACTIVE";
-        case CU_STREAM_CAPTURE_STATUS_INVALIDATED: return "CU_STREAM_CAPTURE_STATUS_INVALIDATED";
-        default: return "(another CUstreamCaptureStatus)";
-    }
-}
-
-const char* captureModeName(CUstreamCaptureMode mode) {
-    switch (mode) {
-        case CU_STREAM_CAPTURE_MODE_GLOBAL: return "CU_STREAM_CAPTURE_MODE_GLOBAL";
-        case CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: return "CU_STREAM_CAPTURE_MODE_THREAD_LOCAL";
-        case CU_STREAM_CAPTURE_MODE_RELAXED: return "CU_STREAM_CAPTURE_MODE_RELAXED";
-        default: return "(another CUstreamCaptureMode)";
-    }
-}
 
 // Queues x = a * x + b on the stream (captured, when the stream is capturing).
 void queueAxpb(CUfunction axpb, CUdeviceptr x, float a, float b, CUstream stream) {
@@ -70,30 +55,18 @@ size_t runOnce(CUgraph graph, CUstream stream, float* host, float expected) {
     return lesson23::countEqual(host, kAll, expected);
 }
 
-// A node's dependencies (`up`) or dependents, through the wrappers of common/cuda_compat.h.
-std::vector<CUgraphNode> neighbours(CUgraphNode node, bool up) {
-    size_t count = 0;
-    CHECK_DRIVER(up ? course::nodeGetDependencies(node, nullptr, &count)
-                    : course::nodeGetDependentNodes(node, nullptr, &count));
-    std::vector<CUgraphNode> nodes(count);
-    if (count > 0)
-        CHECK_DRIVER(up ? course::nodeGetDependencies(node, nodes.data(), &count)
-                        : course::nodeGetDependentNodes(node, nodes.data(), &count));
-    nodes.resize(count);
-    return nodes;
-}
-
 // Step 3's capture: memset x = 2 and x = 2x captured; then a kernel node x = x + 3 added by hand
 // to the capture's graph after the nodes that cuStreamGetCaptureInfo names, and made the
-// stream's only dependency; then x = 10x and the copy captured, and the hand-added node's edges
-// read back. cuda.h:15561-15563: the graph and the dependencies cuStreamGetCaptureInfo returns
-// are valid only when the capture status is ACTIVE; otherwise the capture is ended here and
-// `graph` stays nullptr.
+// stream's only dependency; then x = 10x and the copy captured, and the edges read back: the
+// hand-added node's, and the dependencies of the node that depends on it. cuda.h:15561-15563:
+// the graph and the dependencies cuStreamGetCaptureInfo returns are valid only when the capture
+// status is ACTIVE; otherwise the capture is ended here and `graph` stays nullptr.
 struct Joined {
     CUgraph graph = nullptr;                 // the captured graph
     CUgraphNode added = nullptr;             // the hand-added node
     CUgraphNode reported = nullptr;          // the one node cuStreamGetCaptureInfo named, copied out
     std::vector<CUgraphNode> before, after;  // the hand-added node's dependencies and dependents
+    std::vector<CUgraphNode> nextWaitsFor;   // the dependencies of its one dependent (the next captured node)
 };
 
 Joined captureWithHandAddedNode(CUfunction axpb, CUdeviceptr x, float* host, CUstream stream) {
@@ -128,6 +101,7 @@ Joined captureWithHandAddedNode(CUfunction axpb, CUdeviceptr x, float* host, CUs
     CHECK_DRIVER(cuStreamEndCapture(stream, &joined.graph));
     joined.before = neighbours(joined.added, true);
     joined.after = neighbours(joined.added, false);
+    if (joined.after.size() == 1) joined.nextWaitsFor = neighbours(joined.after[0], true);
     return joined;
 }
 
@@ -165,6 +139,16 @@ AllocInCapture allocInCapture(CUstream stream, CUdeviceptr x, CUstreamCaptureMod
     if (graph != nullptr) CHECK_DRIVER(cuGraphDestroy(graph));
     if (result.allocated == CUDA_SUCCESS) CHECK_DRIVER(cuMemFree(scratch));
     return result;
+}
+
+// The calling thread's capture mode, read the only way cuda.h offers: an exchange (which sets
+// GLOBAL and hands back the mode the thread had), then a second one that puts that mode back.
+CUstreamCaptureMode threadCaptureMode() {
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    CHECK_DRIVER(cuThreadExchangeStreamCaptureMode(&mode));  // `mode`: the thread's mode
+    CUstreamCaptureMode swappedIn = mode;
+    CHECK_DRIVER(cuThreadExchangeStreamCaptureMode(&swappedIn));  // back to it
+    return mode;
 }
 
 // Step 5: cuGraphDebugDotPrint into a folder that mkdtemp makes (mode 0700, a new name: nothing
@@ -267,9 +251,15 @@ int main(int argc, char** argv) {
                     lesson23::nodeCount(joined.graph));
     std::printf("the hand-added node depends on: %s\n",
                 followsReported ? "the node the capture reported" : "other nodes or none");
+    // CU_STREAM_SET_CAPTURE_DEPENDENCIES replaced the stream's dependencies: the next captured node
+    // waits for the hand-added node and for nothing else (ADD would have kept x = 2x there too).
+    const bool nextWaitsForAddedOnly = joined.nextWaitsFor.size() == 1 && joined.nextWaitsFor[0] == joined.added;
     std::printf("nodes that depend on the hand-added one: %zu\n", joined.after.size());
+    std::printf("the next captured node depends on: %s\n",
+                nextWaitsForAddedOnly ? "the hand-added node only" : "other nodes too, or none");
     verdict.check("the hand-added node depends on the node the capture reported", followsReported);
-    verdict.check("the next captured node depends on the hand-added node", joined.after.size() == 1);
+    verdict.check("the next captured node depends on the hand-added node only",
+                  joined.after.size() == 1 && nextWaitsForAddedOnly);
     const size_t seventies = active ? runOnce(joined.graph, stream, host, 70.0f) : 0;
     std::printf("joined graph launch: %zu of %d elements = 70 ((2 * 2 + 3) * 10)\n", seventies, kCount);
     verdict.check("the joined graph computes (2 * 2 + 3) * 10", seventies == kAll);
@@ -283,6 +273,11 @@ int main(int argc, char** argv) {
     verdict.check(
         "a RELAXED thread mode let cuMemAlloc through the capture",
         relaxed.allocated == CUDA_SUCCESS && relaxed.after == CU_STREAM_CAPTURE_STATUS_ACTIVE && relaxed.graphReturned);
+    // Each swap was undone with the mode it handed back: the thread is in GLOBAL, its default, again.
+    const CUstreamCaptureMode afterSwaps = threadCaptureMode();
+    std::printf("this thread's capture mode after the swaps: %s\n", captureModeName(afterSwaps));
+    verdict.check("the thread's capture mode is GLOBAL again after the swaps",
+                  afterSwaps == CU_STREAM_CAPTURE_MODE_GLOBAL);
 
     // Step 5: the picture of step 3's graph. By default cuda.h:21282 says it holds the topology,
     // node types and ids, kernel names and memcpy directions.

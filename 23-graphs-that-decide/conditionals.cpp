@@ -7,8 +7,9 @@
 // (CU_GRAPH_NODE_TYPE_CONDITIONAL): an IF that clamps negative values only when the GPU found
 // one, and a WHILE that moves every element toward its target until all have arrived, whose
 // number of sweeps it checks against the host's own count, at the first launch and at a second
-// one that must start from the beginning again. Then it runs the same loop from the host, one
-// launch and one read-back per sweep; --bench times both ways.
+// one that must start from the beginning again, and whose bound it tries with a second WHILE
+// graph that may not finish. Then it runs the same loop from the host, one launch and one
+// read-back per sweep; --bench times both ways.
 //
 //   conditionals               the walkthrough
 //   conditionals --bench       also the loop timed both ways: medians, "bench:" lines
@@ -18,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "../common/check_driver.h"
@@ -32,24 +34,26 @@ namespace {
 using lesson23::kLoopCount;
 using lesson23::kMaxSweeps;
 using lesson23::kStep;
-constexpr int kIfCount = 1 << 16;  // floats the IF graph looks at
+constexpr int kIfCount = 1 << 16;    // floats the IF graph looks at
+constexpr unsigned int kBound = 10;  // the bound of step 5's second WHILE graph, below the sweeps it needs
 
 struct Kernels {
     CUfunction decideAnyNegative, clampNegatives, relaxStep, decideAgain;
 };
 
-// decide_any_negative (one block) -> IF node whose body is clamp_negatives.
-CUgraph buildIfGraph(const Kernels& k, CUcontext context, CUdeviceptr x, CUdeviceptr bodyRuns) {
+// decide_any_negative (one block) -> IF node whose body is clamp_negatives. `counts` holds two
+// counters: [0] the body's runs, [1] decide_any_negative's cudaGraphSetConditional calls.
+CUgraph buildIfGraph(const Kernels& k, CUcontext context, CUdeviceptr x, CUdeviceptr counts) {
     CUgraph graph = nullptr;
     CHECK_DRIVER(cuGraphCreate(&graph, 0));
     // With CU_GRAPH_COND_ASSIGN_DEFAULT the value is set to 0 at the start of every launch
-    // (cuda.h:21569). Here decide_any_negative sets it in every launch anyway, so no output shows
-    // the default; the flag is there for a launch whose decide kernel would not set it: that one
-    // then reads 0 and skips the body, instead of a value cuda.h does not name.
+    // (cuda.h:21569). decide_any_negative sets it (to 1) only where it finds a negative value: a
+    // launch without one runs on that 0 and skips the body, not on a value cuda.h does not name.
     CUgraphConditionalHandle handle = 0;
     CHECK_DRIVER(cuGraphConditionalHandleCreate(&handle, graph, context, 0, CU_GRAPH_COND_ASSIGN_DEFAULT));
     int n = kIfCount;
-    void* decideParams[] = {&x, &n, &handle};
+    CUdeviceptr bodyRuns = counts, setCalls = counts + sizeof(unsigned int);
+    void* decideParams[] = {&x, &n, &handle, &setCalls};
     const CUgraphNode decide =
         lesson23::addNode(graph, {}, lesson23::kernelNode(k.decideAnyNegative, 1, 256, decideParams));
     CUgraphNodeParams ifParams{};
@@ -69,9 +73,10 @@ CUgraph buildIfGraph(const Kernels& k, CUcontext context, CUdeviceptr x, CUdevic
 }
 
 // memset (the sweep flag and the sweep count to 0) -> WHILE node whose body is
-// relax_step -> decide_again. The memset node puts back, at every launch, the count that the
-// previous launch left at its number of sweeps.
-CUgraph buildWhileGraph(const Kernels& k, CUcontext context, CUdeviceptr v, CUdeviceptr t, CUdeviceptr state) {
+// relax_step -> decide_again, which ends the loop after `maxSweeps` sweeps at most. The memset
+// node puts back, at every launch, the count that the previous launch left at its number of sweeps.
+CUgraph buildWhileGraph(const Kernels& k, CUcontext context, CUdeviceptr v, CUdeviceptr t, CUdeviceptr state,
+                        unsigned int maxSweeps) {
     CUgraph graph = nullptr;
     CHECK_DRIVER(cuGraphCreate(&graph, 0));
     // A WHILE node runs its body "while condition value is non-zero" (cuda.h:1863): 1 at the start
@@ -92,7 +97,6 @@ CUgraph buildWhileGraph(const Kernels& k, CUcontext context, CUdeviceptr v, CUde
     CUgraph body = loopParams.conditional.phGraph_out[0];
     int n = kLoopCount;
     int step = kStep;
-    unsigned int maxSweeps = kMaxSweeps;
     void* relaxParams[] = {&v, &t, &n, &step, &state};
     const CUgraphNode relax =
         lesson23::addNode(body, {}, lesson23::kernelNode(k.relaxStep, lesson23::blocksFor(n), 256, relaxParams));
@@ -106,6 +110,23 @@ unsigned int runGraphLoop(CUgraphExec exec, CUstream stream, CUdeviceptr state) 
     CHECK_DRIVER(cuGraphLaunch(exec, stream));
     CHECK_DRIVER(cuStreamSynchronize(stream));
     return lesson23::copyBack<unsigned int>(state, 2)[1];
+}
+
+// A WHILE graph like step 4's whose decide_again stops the loop after `bound` sweeps, launched once
+// on the start values, then destroyed. Returns the sweeps the GPU counted and the elements that
+// reached their target.
+std::pair<unsigned int, size_t> boundedLoop(const Kernels& k, CUcontext context, CUstream stream, CUdeviceptr v,
+                                            CUdeviceptr t, CUdeviceptr state, const lesson23::LoopData& data,
+                                            unsigned int bound) {
+    CUgraph graph = buildWhileGraph(k, context, v, t, state, bound);
+    CUgraphExec exec = nullptr;
+    CHECK_DRIVER(course::graphInstantiate(&exec, graph, 0));
+    lesson23::loadStart(stream, v, data);
+    const unsigned int sweeps = runGraphLoop(exec, stream, state);
+    const size_t arrived = lesson23::countMatching(lesson23::copyBack<int>(v, kLoopCount), data.target);
+    CHECK_DRIVER(cuGraphExecDestroy(exec));
+    CHECK_DRIVER(cuGraphDestroy(graph));
+    return {sweeps, arrived};
 }
 
 // The same loop driven from the host: per sweep one launch, the flag copied back and cleared,
@@ -154,9 +175,9 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuModuleGetFunction(&k.decideAgain, module, "decide_again"));
     CUstream stream = nullptr;
     CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-    CUdeviceptr x = 0, bodyRuns = 0, v = 0, t = 0, state = 0;
+    CUdeviceptr x = 0, ifCounts = 0, v = 0, t = 0, state = 0;
     CHECK_DRIVER(cuMemAlloc(&x, kIfCount * sizeof(float)));
-    CHECK_DRIVER(cuMemAlloc(&bodyRuns, sizeof(unsigned int)));
+    CHECK_DRIVER(cuMemAlloc(&ifCounts, 2 * sizeof(unsigned int)));  // [0] IF body runs, [1] value set calls
     CHECK_DRIVER(cuMemAlloc(&v, kLoopCount * sizeof(int)));
     CHECK_DRIVER(cuMemAlloc(&t, kLoopCount * sizeof(int)));
     CHECK_DRIVER(cuMemAlloc(&state, 2 * sizeof(unsigned int)));  // [0] sweep flag, [1] sweeps
@@ -166,10 +187,10 @@ int main(int argc, char** argv) {
 
     // Step 2: decide on the GPU, then IF. Only the graph's own kernel looks at the data.
     course::printStep(2, "IF: decide_any_negative -> IF { clamp_negatives }");
-    CUgraph ifGraph = buildIfGraph(k, context, x, bodyRuns);
+    CUgraph ifGraph = buildIfGraph(k, context, x, ifCounts);
     CUgraphExec ifExec = nullptr;
     CHECK_DRIVER(course::graphInstantiate(&ifExec, ifGraph, 0));
-    CHECK_DRIVER(cuMemsetD32Async(bodyRuns, 0, 1, stream));
+    CHECK_DRIVER(cuMemsetD32Async(ifCounts, 0, 2, stream));
     std::printf("IF graph nodes: %zu (decide_any_negative, the IF node; clamp_negatives is in the IF's body)\n",
                 lesson23::nodeCount(ifGraph));
 
@@ -182,7 +203,8 @@ int main(int argc, char** argv) {
         positive[i] = static_cast<float>(i % 100) + 0.5f;
     }
     // On data without a negative value the body's clamp would change nothing: only the body's own
-    // count of its runs tells whether it ran.
+    // count of its runs tells whether it ran. No kernel sets the value in that launch: the 0 that
+    // CU_GRAPH_COND_ASSIGN_DEFAULT gives every launch decides.
     unsigned int runsAfter[2] = {};
     bool clampedAsHostSays = false;
     for (int launch = 0; launch < 2; ++launch) {
@@ -191,20 +213,24 @@ int main(int argc, char** argv) {
         CHECK_DRIVER(cuGraphLaunch(ifExec, stream));
         CHECK_DRIVER(cuStreamSynchronize(stream));
         if (launch == 0) clampedAsHostSays = lesson23::copyBack<float>(x, kIfCount) == clamped;
-        runsAfter[launch] = lesson23::copyBack<unsigned int>(bodyRuns, 1)[0];
+        runsAfter[launch] = lesson23::copyBack<unsigned int>(ifCounts, 1)[0];
     }
+    const unsigned int setCalls = lesson23::copyBack<unsigned int>(ifCounts, 2)[1];
     std::printf("with negatives: IF body runs so far: %u, data as the host computes: %s\n", runsAfter[0],
                 clampedAsHostSays ? "yes (negatives clamped)" : "no");
     std::printf("without negatives: IF body runs so far: %u\n", runsAfter[1]);
     verdict.check("IF body ran when the GPU found a negative value", runsAfter[0] == 1 && clampedAsHostSays);
     verdict.check("IF body was skipped when the GPU found none", runsAfter[1] == 1);
+    std::printf("cudaGraphSetConditional calls in decide_any_negative: %u (one thread, in the launch with negatives)\n",
+                setCalls);
+    verdict.check("one thread set the IF's value, in the launch that found a negative value", setCalls == 1);
 
     // Step 4: the loop. Its body decides, at the end of each sweep, whether there is another.
     course::printStep(4, "WHILE: reset -> WHILE { relax_step -> decide_again }");
     const lesson23::LoopData data = lesson23::makeLoopData(100);
     const unsigned int expected = lesson23::sweepsNeeded(data);
     CHECK_DRIVER(cuMemcpyHtoDAsync(t, data.target.data(), kLoopCount * sizeof(int), stream));
-    CUgraph whileGraph = buildWhileGraph(k, context, v, t, state);
+    CUgraph whileGraph = buildWhileGraph(k, context, v, t, state, kMaxSweeps);
     CUgraphExec whileExec = nullptr;
     CHECK_DRIVER(course::graphInstantiate(&whileExec, whileGraph, 0));
     std::printf("WHILE graph nodes: %zu (the memset, the WHILE node; relax_step -> decide_again is its body)\n",
@@ -215,7 +241,9 @@ int main(int argc, char** argv) {
     // Step 5: one cuGraphLaunch runs every sweep; the GPU counted them. Then the same exec again,
     // on what the first launch left: the count at its sweeps and the handle's value at 0. Only the
     // memset node and CU_GRAPH_COND_ASSIGN_DEFAULT make the second launch start from the beginning.
-    course::printStep(5, "WHILE: one launch, the sweeps counted on the GPU; then the same exec again");
+    // Last, a second WHILE graph whose decide_again stops the loop after 10 sweeps, fewer than the
+    // data need: the bound, not the data, ends it.
+    course::printStep(5, "WHILE: one launch, the sweeps counted on the GPU; the same exec again; a bound of 10 sweeps");
     lesson23::loadStart(stream, v, data);
     const unsigned int graphSweeps = runGraphLoop(whileExec, stream, state);
     const size_t arrived = lesson23::countMatching(lesson23::copyBack<int>(v, kLoopCount), data.target);
@@ -230,6 +258,13 @@ int main(int argc, char** argv) {
                 againArrived, kLoopCount);
     verdict.check("a second launch ran the loop again from the start",
                   againSweeps == expected && againArrived == static_cast<size_t>(kLoopCount));
+    const auto [boundedSweeps, boundedArrived] = boundedLoop(k, context, stream, v, t, state, data, kBound);
+    const size_t arrivedWithinBound = lesson23::arrivedWithin(data, kBound);
+    std::printf(
+        "WHILE graph bounded at %u sweeps: %u sweeps, %zu of %d elements at their target (the host expects %zu)\n",
+        kBound, boundedSweeps, boundedArrived, kLoopCount, arrivedWithinBound);
+    verdict.check("a WHILE loop bounded at 10 sweeps stopped after 10",
+                  boundedSweeps == kBound && boundedArrived == arrivedWithinBound);
 
     // Step 6: without a conditional node the host decides: a launch, a copy and a wait per sweep.
     course::printStep(6, "the same loop from the host: one launch and one read-back per sweep");
@@ -256,7 +291,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuGraphExecDestroy(ifExec));
     CHECK_DRIVER(cuGraphDestroy(ifGraph));
     CHECK_DRIVER(cuMemFreeHost(flagBuffer));
-    for (CUdeviceptr buffer : {state, t, v, bodyRuns, x}) CHECK_DRIVER(cuMemFree(buffer));
+    for (CUdeviceptr buffer : {state, t, v, ifCounts, x}) CHECK_DRIVER(cuMemFree(buffer));
     CHECK_DRIVER(cuStreamDestroy(stream));
     CHECK_DRIVER(cuModuleUnload(module));
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));

@@ -99,12 +99,7 @@ size_t printEdges(CUgraph graph, const std::vector<Named>& names, const char* la
 // A node's dependencies (`up`) or dependents (cuGraphNodeGetDependencies / ...GetDependentNodes),
 // printed by name in the order of `names`.
 std::vector<CUgraphNode> neighbours(CUgraphNode node, bool up, const std::vector<Named>& names, const char* label) {
-    size_t count = 0;
-    CHECK_DRIVER(up ? course::nodeGetDependencies(node, nullptr, &count)
-                    : course::nodeGetDependentNodes(node, nullptr, &count));
-    std::vector<CUgraphNode> nodes(count);
-    CHECK_DRIVER(up ? course::nodeGetDependencies(node, nodes.data(), &count)
-                    : course::nodeGetDependentNodes(node, nodes.data(), &count));
+    const std::vector<CUgraphNode> nodes = lesson23::neighbours(node, up);
     std::vector<size_t> order;
     for (CUgraphNode found : nodes) order.push_back(indexOf(found, names));
     std::sort(order.begin(), order.end());

@@ -22,6 +22,19 @@ namespace lesson23 {
 // of these calls, which the course does not check.
 constexpr int kVersionNeeded = 12040;
 
+// Why the lesson cannot run with these header and driver versions (CUDA_VERSION and
+// cuDriverGetVersion's answer), or "" where it can. Both count: a driver older than the headers
+// lacks calls that the headers declare.
+inline std::string versionGap(int headerVersion, int driverVersion) {
+    if (headerVersion < kVersionNeeded)
+        return "built with CUDA " + course::formatCudaVersion(headerVersion) + " headers; the lesson needs " +
+               course::formatCudaVersion(kVersionNeeded);
+    if (driverVersion < kVersionNeeded)
+        return "the driver supports CUDA " + course::formatCudaVersion(driverVersion) + "; the lesson needs " +
+               course::formatCudaVersion(kVersionNeeded);
+    return "";
+}
+
 // Step 1 of every program: the device, the header and driver versions. Prints the "section ... :
 // SKIP" and "Result = SKIP" lines and returns false where the lesson cannot run: then the
 // program exits 77.
@@ -33,13 +46,7 @@ inline bool usableHere(CUdevice device, int ordinal) {
     std::printf("device %d name: %s\n", ordinal, name);
     std::printf("built with CUDA headers: %s\n", course::formatCudaVersion(CUDA_VERSION).c_str());
     std::printf("driver supports CUDA: %s\n", course::formatCudaVersion(driverVersion).c_str());
-    std::string reason;
-    if (CUDA_VERSION < kVersionNeeded)
-        reason = "built with CUDA " + course::formatCudaVersion(CUDA_VERSION) + " headers; the lesson needs " +
-                 course::formatCudaVersion(kVersionNeeded);
-    else if (driverVersion < kVersionNeeded)
-        reason = "the driver supports CUDA " + course::formatCudaVersion(driverVersion) + "; the lesson needs " +
-                 course::formatCudaVersion(kVersionNeeded);
+    const std::string reason = versionGap(CUDA_VERSION, driverVersion);
     if (reason.empty()) return true;
     std::printf("section graphs that decide: SKIP (%s)\n", reason.c_str());
     std::printf("Result = SKIP (%s)\n", reason.c_str());
@@ -152,6 +159,38 @@ inline const char* nodeTypeName(CUgraphNodeType type) {
         case CU_GRAPH_NODE_TYPE_CONDITIONAL: return "conditional";
         default: return "another type";
     }
+}
+
+inline const char* captureStatusName(CUstreamCaptureStatus status) {
+    switch (status) {
+        case CU_STREAM_CAPTURE_STATUS_NONE: return "CU_STREAM_CAPTURE_STATUS_NONE";
+        case CU_STREAM_CAPTURE_STATUS_ACTIVE: return "CU_STREAM_CAPTURE_STATUS_ACTIVE";
+        case CU_STREAM_CAPTURE_STATUS_INVALIDATED: return "CU_STREAM_CAPTURE_STATUS_INVALIDATED";
+        default: return "(another CUstreamCaptureStatus)";
+    }
+}
+
+inline const char* captureModeName(CUstreamCaptureMode mode) {
+    switch (mode) {
+        case CU_STREAM_CAPTURE_MODE_GLOBAL: return "CU_STREAM_CAPTURE_MODE_GLOBAL";
+        case CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: return "CU_STREAM_CAPTURE_MODE_THREAD_LOCAL";
+        case CU_STREAM_CAPTURE_MODE_RELAXED: return "CU_STREAM_CAPTURE_MODE_RELAXED";
+        default: return "(another CUstreamCaptureMode)";
+    }
+}
+
+// A node's dependencies (`up`) or dependents, through the wrappers of common/cuda_compat.h: once
+// for the count, once for the nodes. cuda.h does not say in which order they come.
+inline std::vector<CUgraphNode> neighbours(CUgraphNode node, bool up) {
+    size_t count = 0;
+    CHECK_DRIVER(up ? course::nodeGetDependencies(node, nullptr, &count)
+                    : course::nodeGetDependentNodes(node, nullptr, &count));
+    std::vector<CUgraphNode> nodes(count);
+    if (count > 0)
+        CHECK_DRIVER(up ? course::nodeGetDependencies(node, nodes.data(), &count)
+                        : course::nodeGetDependentNodes(node, nodes.data(), &count));
+    nodes.resize(count);
+    return nodes;
 }
 
 // The number of nodes of a graph (not counting those inside child graphs or conditional bodies).

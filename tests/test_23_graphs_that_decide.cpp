@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "23-graphs-that-decide/lesson23.h"
+#include "23-graphs-that-decide/relax_loop.h"
 #include "tests/harness.h"
 
 using namespace harness;
@@ -64,6 +66,15 @@ TEST_CASE("Every lesson 23 program fails fast at cuInit against the stub driver,
     CHECK(runAgainstStub(kLesson, {"--keep-dot"}, "capture_more").exitCode == 1);
 }
 
+TEST_CASE("Lesson 23's version gate asks for 12.4 headers and a 12.4 driver, each on its own", "[cpu][lesson23]") {
+    // A GPU with a new driver never shows the driver half of the gate: it is tried here.
+    CHECK(lesson23::versionGap(13000, 13000).empty());
+    CHECK(lesson23::versionGap(12040, 12040).empty());
+    CHECK(lesson23::versionGap(12030, 13000) == "built with CUDA 12.3 headers; the lesson needs 12.4");
+    CHECK(lesson23::versionGap(13000, 12030) == "the driver supports CUDA 12.3; the lesson needs 12.4");
+    CHECK(lesson23::versionGap(12040, 12020) == "the driver supports CUDA 12.2; the lesson needs 12.4");
+}
+
 // ---------------------------------------------------------------------------
 // GPU: the programs' output.
 
@@ -76,8 +87,11 @@ TEST_CASE("Lesson 23 conditionals: the IF body runs only when the GPU found a ne
     CHECK(valueOf(r.out, "with negatives") ==
           "IF body runs so far: 1, data as the host computes: yes (negatives clamped)");
     CHECK(valueOf(r.out, "without negatives") == "IF body runs so far: 1");
+    CHECK(valueOf(r.out, "cudaGraphSetConditional calls in decide_any_negative") ==
+          "1 (one thread, in the launch with negatives)");
     CHECK(checkOk(r.out, "IF body ran when the GPU found a negative value"));
     CHECK(checkOk(r.out, "IF body was skipped when the GPU found none"));
+    CHECK(checkOk(r.out, "one thread set the IF's value, in the launch that found a negative value"));
 }
 
 TEST_CASE("Lesson 23 conditionals: the WHILE loop and the host-driven loop both need the host's 100 sweeps",
@@ -91,6 +105,12 @@ TEST_CASE("Lesson 23 conditionals: the WHILE loop and the host-driven loop both 
     // The same exec again, on the sweep count and handle value the first launch left behind.
     CHECK(valueOf(r.out, "second launch of the WHILE exec") == "100 sweeps, 65536 of 65536 elements at their target");
     CHECK(valueOf(r.out, "host-driven loop sweeps") == "100");
+    // The bounded graph stops at its bound of 10, with the elements that need at most 10 sweeps at
+    // their target: the host's count from the same data.
+    const std::string within = std::to_string(lesson23::arrivedWithin(lesson23::makeLoopData(100), 10));
+    CHECK(valueOf(r.out, "WHILE graph bounded at 10 sweeps") ==
+          "10 sweeps, " + within + " of 65536 elements at their target (the host expects " + within + ")");
+    CHECK(checkOk(r.out, "a WHILE loop bounded at 10 sweeps stopped after 10"));
     CHECK(checkOk(r.out, "WHILE ran as many sweeps as the host counted"));
     CHECK(checkOk(r.out, "WHILE left every element at its target"));
     CHECK(checkOk(r.out, "a second launch ran the loop again from the start"));
@@ -122,6 +142,22 @@ TEST_CASE("Lesson 23 conditionals --bench: both ways timed for 100 and 1000 swee
         // Rounding bounds: 0.05 on the ratio, 0.005 on each per-sweep figure (taken twice here).
         if (graph > 0.0 && host > 0.0)
             CHECK(std::fabs(ratio - host / graph) <= 0.05 + host / graph * (0.01 / host + 0.01 / graph));
+        // The table's row prints the same figures as the "bench:" lines, with the same precision:
+        // | sweeps | one graph | per sweep | host-driven | per sweep | host / graph |
+        std::vector<std::string> cells;
+        for (const auto& line : lines(r.out)) {
+            if (line.rfind(std::string("| ") + sweeps + " | ", 0) != 0) continue;
+            for (size_t start = 1, bar = 0; (bar = line.find('|', start)) != std::string::npos; start = bar + 1)
+                cells.push_back(line.substr(start + 1, bar - start - 2));  // without the spaces around it
+        }
+        REQUIRE(cells.size() == 6);
+        char expected[3][32];
+        std::snprintf(expected[0], sizeof(expected[0]), "%.2f us", graph);
+        std::snprintf(expected[1], sizeof(expected[1]), "%.2f us", host);
+        std::snprintf(expected[2], sizeof(expected[2]), "%.1f x", ratio);
+        CHECK(cells[2] == expected[0]);
+        CHECK(cells[4] == expected[1]);
+        CHECK(cells[5] == expected[2]);
     }
 }
 
@@ -213,6 +249,7 @@ TEST_CASE("Lesson 23 capture_more: capture continues a graph, joins a hand-added
     CHECK(valueOf(r.out, "capture status") == "CU_STREAM_CAPTURE_STATUS_ACTIVE, 1 dependency for the next node");
     CHECK(valueOf(r.out, "the hand-added node depends on") == "the node the capture reported");
     CHECK(valueOf(r.out, "nodes that depend on the hand-added one") == "1");
+    CHECK(valueOf(r.out, "the next captured node depends on") == "the hand-added node only");
     CHECK(valueOf(r.out, "joined graph launch") == "65536 of 65536 elements = 70 ((2 * 2 + 3) * 10)");
     // GLOBAL: the thread's default mode (cuda.h), so both exchanges hand it back.
     const std::string global = "thread mode CU_STREAM_CAPTURE_MODE_GLOBAL, ";
@@ -226,14 +263,16 @@ TEST_CASE("Lesson 23 capture_more: capture continues a graph, joins a hand-added
     CHECK(valueOf(r.out, relaxed + "cuMemAlloc in the capture") ==
           "CUDA_SUCCESS, capture status after it: CU_STREAM_CAPTURE_STATUS_ACTIVE");
     CHECK(valueOf(r.out, relaxed + "cuStreamEndCapture") == "CUDA_SUCCESS, graph returned");
+    CHECK(valueOf(r.out, "this thread's capture mode after the swaps") == "CU_STREAM_CAPTURE_MODE_GLOBAL");
     CHECK(valueOf(r.out, "DOT file names the kernel axpb") == "yes");
     // The plain run leaves no DOT file behind (and never writes into its working directory, /):
     // the line reports what remove and rmdir answered.
     CHECK(valueOf(r.out, "DOT file and its folder removed") == "yes (--keep-dot keeps them)");
     for (const char* check : {"the hand-added node depends on the node the capture reported",
-                              "the next captured node depends on the hand-added node",
+                              "the next captured node depends on the hand-added node only",
                               "a GLOBAL thread mode refused cuMemAlloc during the capture",
                               "a RELAXED thread mode let cuMemAlloc through the capture",
+                              "the thread's capture mode is GLOBAL again after the swaps",
                               "the DOT file names the graph's kernel",
                               "the program removed the DOT file and its folder"}) {
         INFO(check);

@@ -63,17 +63,22 @@ extern "C" __global__ void bump(unsigned int* counter) {
 // cudaGraphSetConditional. cuda_device_runtime_api.h: calls that race with each other are
 // undefined behaviour, so exactly one thread calls it.
 
-// IF: one block scans all n elements and says whether any is negative.
-extern "C" __global__ void decide_any_negative(const float* __restrict__ x, int n, unsigned long long handle) {
+// IF: one block scans all n elements and says whether any is negative. Only where it found one
+// does it set the value, to 1: otherwise the value stays at the 0 that CU_GRAPH_COND_ASSIGN_DEFAULT
+// gave it at the start of the launch. *setCalls counts the calls, for the host to see that one
+// thread made each.
+extern "C" __global__ void decide_any_negative(const float* __restrict__ x, int n, unsigned long long handle,
+                                               unsigned int* setCalls) {
     int negative = 0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) negative |= x[i] < 0.0f;
     negative = __syncthreads_or(negative);  // the block's answer, in every thread
+    if (threadIdx.x != 0 || !negative) return;
 #if LESSON23_DEVICE_GRAPH_CALLS
-    if (threadIdx.x == 0) cudaGraphSetConditional(handle, negative ? 1u : 0u);
+    cudaGraphSetConditional(handle, 1u);
 #else
     (void)handle;
-    (void)negative;
 #endif
+    atomicAdd(setCalls, 1u);
 }
 
 // The IF body: clamp negatives to 0, and count the runs of the body in `bodyRuns`.
