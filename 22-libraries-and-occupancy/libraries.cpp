@@ -58,7 +58,7 @@ std::string joined(const std::vector<std::string>& names) {
 
 // Where the driver says each parameter sits (cuKernelGetParamInfo reads it from the kernel's
 // image): index 0, 1, 2, ... until the driver refuses an index, which cuda.h requires to be
-// "less than the number of parameters that kernel takes" (cuda.h:8504).
+// "less than the number of parameters that kernel takes" (cuda.h:8504-8505).
 std::vector<lesson22::ParamSlot> driverLayout(CUkernel kernel) {
     std::vector<lesson22::ParamSlot> slots;
     for (size_t index = 0; index < 64; ++index) {
@@ -88,13 +88,14 @@ int launchAddOffset(CUkernel kernel, CUdeviceptr out, int offset) {
     return correct;
 }
 
-// Step 3: cuKernelGetLibrary (CUDA 12.5: its own guard, on the headers and on the driver).
+// Step 3: cuKernelGetLibrary (ABI version 12050 in cudaTypedefs.h, above the 12.4 the program
+// asks for: its own guard, on the headers and on the driver).
 void checkOwners(course::Verdict& verdict, CUlibrary fromFile, CUlibrary fromMemory, CUkernel first, CUkernel copy) {
 #if CUDA_VERSION >= 12050
     int driverVersion = 0;
     CHECK_DRIVER(cuDriverGetVersion(&driverVersion));
     if (driverVersion < 12050) {
-        std::printf("cuKernelGetLibrary: SKIP (needs a driver for CUDA 12.5 or newer)\n");
+        std::printf("cuKernelGetLibrary: SKIP (this step asks for a driver for CUDA 12.5 or newer)\n");
         return;
     }
     CUlibrary ownerOfFirst = nullptr;
@@ -107,7 +108,7 @@ void checkOwners(course::Verdict& verdict, CUlibrary fromFile, CUlibrary fromMem
     verdict.check("every kernel names the library it came from", ownerOfFirst == fromFile && ownerOfCopy == fromMemory);
 #else
     (void)verdict, (void)fromFile, (void)fromMemory, (void)first, (void)copy;
-    std::printf("cuKernelGetLibrary: SKIP (needs CUDA 12.5 headers)\n");
+    std::printf("cuKernelGetLibrary: SKIP (this step asks for CUDA 12.5 headers)\n");
 #endif
 }
 
@@ -180,7 +181,7 @@ int main(int argc, char** argv) {
     verdict.check("parameter offsets and sizes follow the C++ signature", layoutsAgree(mixedParams));
 
     // Step 5: a kernel's attributes are per device: cuKernelSetAttribute sets one "on the kernel
-    // kernel for the requested device dev" (cuda.h:8338-8339).
+    // kernel for the requested device dev" (cuda.h:8339-8340).
     course::printStep(5, "attributes: read, then set the dynamic shared memory limit");
     CUkernel reverseTile = nullptr;
     CUkernel dynamicSum = nullptr;

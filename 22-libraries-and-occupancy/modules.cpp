@@ -1,8 +1,9 @@
 // Lesson 22, program 3 — what a module holds: its functions, their names, their module.
 //
 // A module (lesson 06) belongs to the context that loaded it. The driver lists a module's
-// functions (cuModuleGetFunctionCount, cuModuleEnumerateFunctions: CUDA 12.4), names each one
-// (cuFuncGetName: 12.3) and goes back from a function to its module (cuFuncGetModule: 11.0).
+// functions (cuModuleGetFunctionCount, cuModuleEnumerateFunctions), names each one
+// (cuFuncGetName) and goes back from a function to its module (cuFuncGetModule); lesson22.h
+// gives the ABI version cudaTypedefs.h names for each.
 // This program loads a fatbin from memory with cuModuleLoadFatBinary, and the same bytes again
 // with cuModuleLoadData, lists both modules' functions, finds the kernel declared without
 // extern "C" under the name the compiler gave it, and launches two functions taken from the list.

@@ -1,11 +1,13 @@
 // Lesson 22, program 4 — occupancy: the driver's prediction against blocks counted on the GPU.
 //
 // cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags returns "the number of the maximum
-// active blocks per streaming multiprocessor" (cuda.h:21631). Here the kernels count themselves:
-// each block adds itself to a counter of the SM it runs on (%smid), stays 1 ms, and takes itself
-// off; the grid is far larger than the GPU holds, so the most blocks one SM held at once is the
-// measured occupancy. Limits by warps, blocks, registers and shared memory; the calls that
-// suggest a block size and a shared memory size; clusters (9.0); cache preferences.
+// active blocks per streaming multiprocessor" (cuda.h:21631-21632). Here the kernels count
+// themselves: each block adds itself to a counter of the SM it runs on (%smid), stays 1 ms, and
+// takes itself off. The grid has twice as many blocks as the GPU could hold at its block limit, so
+// blocks are still waiting to start while the first ones run; the most blocks one SM held at once
+// is the measured occupancy: what the GPU's scheduler did, which cuda.h does not promise to equal
+// the prediction. Limits by warps, blocks, registers and shared memory; the calls that suggest a
+// block size and a shared memory size; clusters (9.0); cache preferences.
 //
 //   occupancy               the steps, with their checks
 //   occupancy --device N    another GPU
@@ -26,8 +28,9 @@ namespace {
 constexpr unsigned long long kHoldNs = 1000000;  // each block stays resident 1 ms
 constexpr size_t kSharedPerThread = 256;         // bytes of dynamic shared memory per thread, step 4
 
-// The dynamic shared memory function of step 4: cuOccupancyMaxPotentialBlockSizeWithFlags
-// calls it for each block size it considers (a CUoccupancyB2DSize, cuda.h:21695-21703).
+// The dynamic shared memory function of step 4 (a CUoccupancyB2DSize): it "computes the dynamic
+// shared memory needed by func for any given block size" (cuda.h:21697-21698). For which block
+// sizes, and how often, cuOccupancyMaxPotentialBlockSizeWithFlags calls it, cuda.h does not say.
 size_t sharedBytesFor(int blockSize) {
     return static_cast<size_t>(blockSize) * kSharedPerThread;
 }
@@ -35,7 +38,7 @@ size_t sharedBytesFor(int blockSize) {
 // What every measurement needs: the SM count, the grid size, and the buffers the kernels take.
 struct Gpu {
     int sms = 0;
-    unsigned int blocks = 0;  // 2 x SMs x the most blocks an SM can hold: far more than fit at once
+    unsigned int blocks = 0;  // 2 x SMs x the most blocks an SM can hold: more than can be resident at once
     CUdeviceptr counters = 0;
     CUdeviceptr in = 0;
     CUdeviceptr out = 0;
@@ -120,7 +123,7 @@ void contextCachePreference(course::Verdict& verdict) {
 // cuLaunchKernelEx; rank 0 of each cluster counts it in and out. cuda.h says the number of
 // clusters cuOccupancyMaxActiveClusters returns "is not guaranteed to be achievable"
 // (cuda.h:21863): the check is that it is never exceeded, that every cluster ran, and that at
-// least half of it was resident at once (a margin: an NVIDIA H200, driver 580, reached all 124),
+// least half of it was resident at once (a margin: the README's captured run reached all of it),
 // so that clusters that ran one after another, not side by side, would show.
 void clusters(course::Verdict& verdict, const Gpu& gpu, CUfunction function) {
     CUlaunchAttribute dimension{};
@@ -252,9 +255,9 @@ int main(int argc, char** argv) {
     // (cuda.h:21786), for 3 blocks of 256 threads. cuda_occupancy.h's own version of this
     // calculation divides the SM's shared memory by the number of blocks (line 1945) without
     // taking off the shared memory the driver reserves for each block, which its occupancy
-    // calculation adds to every block (line 1414). On an NVIDIA H200 (driver 580) the size
-    // returned held 2 blocks, predicted and measured; that size less the reserve held 3. Both
-    // launches are measured; the second must hold the 3 blocks asked for.
+    // calculation adds to every block (line 1414). In the README's captured run the size returned
+    // held 2 blocks, predicted and measured; that size less the reserve held 3. Both launches are
+    // measured; the second must hold the 3 blocks asked for.
     course::printStep(5, "cuOccupancyAvailableDynamicSMemPerBlock for 3 blocks, and that less the reserve");
     const int asked = 3;
     size_t available = 0;

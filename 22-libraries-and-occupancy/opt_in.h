@@ -1,6 +1,7 @@
 // opt_in.h — step 5 of lesson 22's libraries program: a launch that asks dynamicSum for more
 // dynamic shared memory than a block gets by default, before and after the kernel's limit is
-// raised with cuKernelSetAttribute (CUDA 12.0; the program needs 12.4 anyway).
+// raised with cuKernelSetAttribute (ABI version 12000 in cudaTypedefs.h; the program asks for
+// 12.4 anyway, lesson22.h).
 #pragma once
 
 #include <cuda.h>
@@ -63,7 +64,7 @@ inline void optInToDynamicShared(course::Verdict& verdict, CUkernel dynamicSum, 
                   refused == CUDA_ERROR_INVALID_VALUE);
     CHECK_DRIVER(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(wanted),
                                       dynamicSum, device));
-    // A preference only: the driver uses it "if possible" (cuda.h:8422).
+    // A preference only: the driver uses it "if possible" (cuda.h:8423).
     CHECK_DRIVER(cuKernelSetCacheConfig(dynamicSum, CU_FUNC_CACHE_PREFER_SHARED, device));
     int limit = 0;
     CHECK_DRIVER(cuKernelGetAttribute(&limit, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamicSum, device));

@@ -101,7 +101,7 @@ TEST_CASE("Lesson 22 libraries: names, owners, parameters, attributes, globals a
     CHECK(valueOf(r.out, "gOffset of the library loaded from memory") == "another address, holds 7");
     CHECK(valueOf(r.out, "cuModuleUnload of the library's module") == "CUDA_ERROR_NOT_PERMITTED");
     // Printed, not checked by the program; whatever it is, it is one of the codes cuda.h lists
-    // for cuLibraryGetUnifiedFunction (cuda.h:8234-8240).
+    // for cuLibraryGetUnifiedFunction (cuda.h:8235-8240).
     const std::vector<std::string> unifiedCodes = {"CUDA_SUCCESS",
                                                    "CUDA_ERROR_DEINITIALIZED",
                                                    "CUDA_ERROR_NOT_INITIALIZED",
