@@ -6,6 +6,7 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "../common/check_driver.h"
@@ -74,6 +75,11 @@ inline void optInToDynamicShared(course::Verdict& verdict, CUkernel dynamicSum, 
     std::printf("dynamicSum limit after cuKernelSetAttribute: %d bytes; launch: %s, sum %u (expected %u)\n", limit,
                 course::driverErrorName(ran), after, expectedSum);
     verdict.check("the same launch runs after cuKernelSetAttribute", ran == CUDA_SUCCESS && after == expectedSum);
+    // cuda.h gives the default (986-989: 0 where the static size is larger than the block's), and
+    // says cuKernelGetAttribute "will always return the attribute value set by" cuKernelSetAttribute
+    // (8348-8349).
+    verdict.check("cuKernelGetAttribute reads the dynamic shared memory limit cuda.h gives, then the one set",
+                  defaultLimit == std::max(perBlock - staticShared, 0) && limit == static_cast<int>(wanted));
 }
 #endif
 

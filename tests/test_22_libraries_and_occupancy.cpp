@@ -117,6 +117,7 @@ TEST_CASE("Lesson 22 libraries: names, owners, parameters, attributes, globals a
          "parameter offsets and sizes follow the C++ signature", "attributes follow the kernel's declarations",
          "dynamic shared memory past the default limit refused before cuKernelSetAttribute",
          "the same launch runs after cuKernelSetAttribute",
+         "cuKernelGetAttribute reads the dynamic shared memory limit cuda.h gives, then the one set",
          "addOffset read the gOffset written through cuLibraryGetGlobal",
          "the library loaded from memory has its own gOffset, as in the image",
          "gLaunches, read from the host, counted both launches",
