@@ -135,10 +135,24 @@ TEST_CASE("Lesson 22 contexts: one CUkernel, a function, a module and a global p
     CHECK(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "module loading mode") == "LAZY");  // the program asks for it
     CHECK(valueOf(r.out, "current context") == "none");
+    CHECK(valueOf(r.out, "cuLibraryGetKernel gave") == "addOffset; current context after loading: none");
+    CHECK(valueOf(r.out, "current context after making them") == "none");
     const size_t contexts = driver().deviceCount() >= 2 ? 3 : 2;
     const auto loaded = valuesOf(r.out, "context 0 functions loaded");
     REQUIRE(loaded.size() == 1);
     CHECK(contains(loaded[0], "4 of 4 after"));
+    // cuda.h: with lazy loading the functions "may be" partially loaded. Where every one was
+    // loaded already, cuFuncLoad had nothing to do and its check says SKIP.
+    bool anyUnloaded = false;
+    for (size_t i = 0; i < contexts; ++i)
+        anyUnloaded = anyUnloaded ||
+                      !contains(valueOf(r.out, "context " + std::to_string(i) + " functions loaded").value_or(""),
+                                "4 of 4 before");
+    const auto loadCheck = valueOf(r.out, "check cuFuncLoad loaded every function in every context");
+    if (anyUnloaded)
+        CHECK(loadCheck == "ok");
+    else
+        CHECK(loadCheck.value_or("").rfind("SKIP (", 0) == 0);
     for (size_t i = 0; i < contexts; ++i) {
         INFO("context " << i);
         const std::string tag = std::to_string(1000 * (i + 1));
@@ -150,8 +164,9 @@ TEST_CASE("Lesson 22 contexts: one CUkernel, a function, a module and a global p
     const std::string n = std::to_string(contexts);
     CHECK(valueOf(r.out, "distinct CUfunction handles") == n + " for " + n + " contexts");
     CHECK(valueOf(r.out, "gOffset addresses") == n + " distinct for " + n + " contexts");
-    CHECK(valueOf(r.out, "gLaunches after one launch in each of " + n + " contexts") == n);
-    requireNamedChecksOk(r, {"cuFuncLoad loaded every function in every context",
+    CHECK(valueOf(r.out, "gLaunches, set to 100 from the host, after one launch in each of " + n + " contexts") ==
+          std::to_string(100 + contexts));
+    requireNamedChecksOk(r, {"no context is current once the contexts are made",
                              "each context has its own function of the kernel, in its own module",
                              "the one CUkernel ran in every context, reading that context's own gOffset",
                              "gLaunches, one managed variable for every context, counted every launch"});
@@ -170,8 +185,10 @@ TEST_CASE("Lesson 22 contexts --bench times the library load and first launches 
         INFO(mode);
         CHECK(valueOf(r.out, "loading mode of the " + mode + " run") == mode);
         CHECK(valueOf(r.out, mode + " run") == "exit code 0, ran in that mode");
+        CHECK(valueOf(r.out, "timed launches finished when their clocks stopped in the " + mode + " run") == "23 of 23");
     }
     CHECK(valueOf(r.out, "check each timing run used the loading mode it was given") == "ok");
+    CHECK(valueOf(r.out, "check every timed launch had finished when its clock stopped") == "ok");
 }
 
 TEST_CASE("Lesson 22 modules: the list, each function's module, a mangled name, launches from the list",
