@@ -102,8 +102,13 @@ int main(int argc, char** argv) {
     CUmodule second = nullptr;
     CHECK_DRIVER(cuModuleLoadFatBinary(&module, image.data()));
     CHECK_DRIVER(cuModuleLoadData(&second, image.data()));
-    std::printf("cuModuleLoadFatBinary (%zu bytes): loaded\n", image.size());
-    std::printf("cuModuleLoadData (the same bytes): loaded, a second module\n");
+    unsigned int firstCount = 0;
+    unsigned int secondCount = 0;
+    CHECK_DRIVER(cuModuleGetFunctionCount(&firstCount, module));
+    CHECK_DRIVER(cuModuleGetFunctionCount(&secondCount, second));
+    std::printf("cuModuleLoadFatBinary (%zu bytes): a module of %u functions\n", image.size(), firstCount);
+    std::printf("cuModuleLoadData (the same bytes): %s module, of %u functions\n",
+                second != module ? "another" : "the same", secondCount);
 
     course::printStep(3, "list the module's functions and their names");
     const std::vector<CUfunction> functions = functionsOf(module);
