@@ -145,7 +145,8 @@ int loadTimingChild(int ordinal) {
     CUmoduleLoadingMode loading{};
     CHECK_DRIVER(cuModuleGetLoadingMode(&loading));
     std::printf("loading mode of the %s run: %s\n", mode.c_str(), loading == CU_MODULE_LAZY_LOADING ? "LAZY" : "EAGER");
-    // The context exists before the library: EAGER loads the library into it inside the call.
+    // The context exists before the library: with EAGER, cuda.h says the library is loaded into
+    // it "at the time of the call".
     CUcontext context = nullptr;
     CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
     CHECK_DRIVER(cuCtxSetCurrent(context));
@@ -166,8 +167,8 @@ int loadTimingChild(int ordinal) {
     for (int i = 0; i < kLaterLaunches; ++i) later.push_back(timedLaunch(kernel, out, finished));
     // A context made after the load. cuda.h:7885-7890 says that with EAGER the library is loaded
     // into "future contexts at the time of creation", with LAZY "when a function is needed for that
-    // context, such as a kernel launch": the two times below show where the cost went. Only
-    // printed: nothing checks which call paid it.
+    // context, such as a kernel launch". The two times below are only printed: they change from
+    // run to run, and they do not show which call paid for the loading.
     CUcontext second = nullptr;
     const double create =
         microsecondsOf([&] { CHECK_DRIVER(course::ctxCreate(&second, 0, device)); });  // pushed: current from here
