@@ -21,7 +21,7 @@ constexpr int kTileFloats = 256;
 //   [kOutOfRange]    blocks whose %smid was >= kMaxSmIds (then they were not counted per SM)
 //   [kSmIdCount]     %nsmid, the number of SM identifiers (the PTX ISA manual, not a CUDA
 //                    header, says the identifiers need not be contiguous, so it may exceed the
-//                    SM count; it was 132, the SM count, on an NVIDIA H200)
+//                    SM count; it equalled the SM count in the README's captured run)
 //   [kClustersNow], [kClustersPeak], [kClustersDone]  the same for whole clusters
 constexpr unsigned int kMaxSmIds = 1024;
 constexpr unsigned int kCurrent = 0;

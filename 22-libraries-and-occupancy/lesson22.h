@@ -19,8 +19,10 @@ namespace lesson22 {
 // cuModuleGetFunctionCount, cuModuleEnumerateFunctions, cuFuncIsLoaded and cuFuncLoad; 12030
 // for cuKernelGetName and cuFuncGetName; 12000 for cuLibraryLoadData, cuLibraryGetGlobal,
 // cuKernelGetFunction ...; 12050 for cuKernelGetLibrary, which the libraries program guards on
-// its own. The programs that use them need 12.4 headers and driver. The occupancy calls' typedefs
-// name older versions (cuOccupancy*: 6.5 to 11.7).
+// its own. The suffix is the version of the symbol's ABI, not necessarily the release the call
+// first appeared in: the programs that use these calls simply ask for headers and a driver of at
+// least 12.4, the highest of them but cuKernelGetLibrary's. The occupancy calls' typedefs name
+// older versions (cuOccupancy*: 6.5 to 11.7).
 constexpr int kLibraryVersionNeeded = 12040;
 
 // Prints the device, its compute capability and both versions (the headers this program was

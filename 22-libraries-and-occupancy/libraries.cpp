@@ -33,13 +33,17 @@ const std::vector<std::string> kKernelNames = {"addOffset", "dynamicSum", "mixed
 #if CUDA_VERSION >= 12040
 constexpr int kElements = 4096;
 
-// The names of a library's kernels, sorted: cuLibraryGetKernelCount, cuLibraryEnumerateKernels,
-// then cuKernelGetName for each handle.
-std::vector<std::string> kernelNames(CUlibrary library) {
+// A library's kernels: cuLibraryGetKernelCount, then cuLibraryEnumerateKernels.
+std::vector<CUkernel> kernelsOf(CUlibrary library) {
     unsigned int count = 0;
     CHECK_DRIVER(cuLibraryGetKernelCount(&count, library));
     std::vector<CUkernel> kernels(count);
     CHECK_DRIVER(cuLibraryEnumerateKernels(kernels.data(), count, library));
+    return kernels;
+}
+
+// The names of those kernels (cuKernelGetName), sorted.
+std::vector<std::string> kernelNames(const std::vector<CUkernel>& kernels) {
     std::vector<std::string> names;
     for (CUkernel kernel : kernels) {
         const char* name = nullptr;
@@ -58,7 +62,7 @@ std::string joined(const std::vector<std::string>& names) {
 
 // Where the driver says each parameter sits (cuKernelGetParamInfo reads it from the kernel's
 // image): index 0, 1, 2, ... until the driver refuses an index, which cuda.h requires to be
-// "less than the number of parameters that kernel takes" (cuda.h:8504).
+// "less than the number of parameters that kernel takes" (cuda.h:8504-8505).
 std::vector<lesson22::ParamSlot> driverLayout(CUkernel kernel) {
     std::vector<lesson22::ParamSlot> slots;
     for (size_t index = 0; index < 64; ++index) {
@@ -75,12 +79,16 @@ std::vector<lesson22::ParamSlot> driverLayout(CUkernel kernel) {
     return slots;
 }
 
-// addOffset over kElements ints (in the current context); how many came out as i + offset.
-int launchAddOffset(CUkernel kernel, CUdeviceptr out, int offset) {
+// addOffset over kElements ints, in the current context. The launch does not wait.
+void launchAddOffset(CUkernel kernel, CUdeviceptr out) {
     int n = kElements;
     void* params[] = {&out, &n};
     CHECK_DRIVER(cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), (kElements + 255) / 256, 1, 1, 256, 1, 1, 0,
                                 nullptr, params, nullptr));
+}
+
+// How many of addOffset's kElements ints came out as i + offset.
+int countOffsetBy(CUdeviceptr out, int offset) {
     std::vector<int> host(kElements);
     CHECK_DRIVER(cuMemcpyDtoH(host.data(), out, kElements * sizeof(int)));  // waits for the kernel
     int correct = 0;
@@ -88,26 +96,42 @@ int launchAddOffset(CUkernel kernel, CUdeviceptr out, int offset) {
     return correct;
 }
 
-// Step 3: cuKernelGetLibrary (CUDA 12.5: its own guard, on the headers and on the driver).
-void checkOwners(course::Verdict& verdict, CUlibrary fromFile, CUlibrary fromMemory, CUkernel first, CUkernel copy) {
+#if CUDA_VERSION >= 12050
+// How many of `kernels` name `library` as theirs (cuKernelGetLibrary).
+size_t naming(const std::vector<CUkernel>& kernels, CUlibrary library) {
+    size_t count = 0;
+    for (CUkernel kernel : kernels) {
+        CUlibrary owner = nullptr;
+        CHECK_DRIVER(cuKernelGetLibrary(&owner, kernel));
+        count += owner == library ? 1 : 0;
+    }
+    return count;
+}
+#endif
+
+// Step 3: cuKernelGetLibrary on every kernel of both libraries (ABI version 12050 in
+// cudaTypedefs.h, above the 12.4 the program asks for: its own guard, on the headers and on the
+// driver).
+void checkOwners(course::Verdict& verdict, CUlibrary fromFile, const std::vector<CUkernel>& fileKernels,
+                 CUlibrary fromMemory, const std::vector<CUkernel>& memoryKernels) {
 #if CUDA_VERSION >= 12050
     int driverVersion = 0;
     CHECK_DRIVER(cuDriverGetVersion(&driverVersion));
     if (driverVersion < 12050) {
-        std::printf("cuKernelGetLibrary: SKIP (needs a driver for CUDA 12.5 or newer)\n");
+        std::printf("cuKernelGetLibrary: SKIP (this step asks for a driver for CUDA 12.5 or newer)\n");
         return;
     }
-    CUlibrary ownerOfFirst = nullptr;
-    CUlibrary ownerOfCopy = nullptr;
-    CHECK_DRIVER(cuKernelGetLibrary(&ownerOfFirst, first));
-    CHECK_DRIVER(cuKernelGetLibrary(&ownerOfCopy, copy));
-    std::printf("cuKernelGetLibrary: the file's addOffset -> %s, the copy's -> %s\n",
-                ownerOfFirst == fromFile ? "the file's library" : "another library",
-                ownerOfCopy == fromMemory ? "the library loaded from memory" : "another library");
-    verdict.check("every kernel names the library it came from", ownerOfFirst == fromFile && ownerOfCopy == fromMemory);
+    const size_t fileNaming = naming(fileKernels, fromFile);
+    const size_t memoryNaming = naming(memoryKernels, fromMemory);
+    std::printf("cuKernelGetLibrary: %zu of the file's %zu kernels name its library, %zu of the %zu loaded from "
+                "memory name theirs\n",
+                fileNaming, fileKernels.size(), memoryNaming, memoryKernels.size());
+    verdict.check("every kernel names the library it came from",
+                  !fileKernels.empty() && fileNaming == fileKernels.size() && !memoryKernels.empty() &&
+                      memoryNaming == memoryKernels.size());
 #else
-    (void)verdict, (void)fromFile, (void)fromMemory, (void)first, (void)copy;
-    std::printf("cuKernelGetLibrary: SKIP (needs CUDA 12.5 headers)\n");
+    (void)verdict, (void)fromFile, (void)fileKernels, (void)fromMemory, (void)memoryKernels;
+    std::printf("cuKernelGetLibrary: SKIP (this step asks for CUDA 12.5 headers)\n");
 #endif
 }
 
@@ -157,11 +181,14 @@ int main(int argc, char** argv) {
     const std::string image = lesson22::readModuleFile(path);
     CUlibrary fromMemory = nullptr;
     CHECK_DRIVER(cuLibraryLoadData(&fromMemory, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
-    std::printf("cuLibraryLoadFromFile(kernels/library_kernels.fatbin): loaded\n");
-    std::printf("cuLibraryLoadData (the same %zu bytes, from memory): loaded\n", image.size());
+    const std::vector<CUkernel> fileKernels = kernelsOf(fromFile);
+    const std::vector<CUkernel> memoryKernels = kernelsOf(fromMemory);
+    std::printf("cuLibraryLoadFromFile(kernels/library_kernels.fatbin): a library of %zu kernels\n", fileKernels.size());
+    std::printf("cuLibraryLoadData (the same %zu bytes, from memory): %s library, of %zu kernels\n", image.size(),
+                fromMemory != fromFile ? "another" : "the same", memoryKernels.size());
 
     course::printStep(3, "the kernels of a library, their names, the library each belongs to");
-    const std::vector<std::string> names = kernelNames(fromFile);
+    const std::vector<std::string> names = kernelNames(fileKernels);
     std::printf("kernels in the library: %zu (%s)\n", names.size(), joined(names).c_str());
     verdict.check("the library lists exactly the kernels the .cu declares", names == kKernelNames);
     CUkernel addOffset = nullptr;
@@ -169,7 +196,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuLibraryGetKernel(&addOffset, fromFile, "addOffset"));
     CHECK_DRIVER(cuLibraryGetKernel(&addOffsetCopy, fromMemory, "addOffset"));
     std::printf("addOffset of the two libraries: %s handles\n", addOffset != addOffsetCopy ? "two" : "the same");
-    checkOwners(verdict, fromFile, fromMemory, addOffset, addOffsetCopy);
+    checkOwners(verdict, fromFile, fileKernels, fromMemory, memoryKernels);
 
     // Step 4: the driver reads the layout from the kernel's image; the host computes it from
     // the C++ types of the same signature (param_layout.h). A kernel and a host that disagree
@@ -180,7 +207,7 @@ int main(int argc, char** argv) {
     verdict.check("parameter offsets and sizes follow the C++ signature", layoutsAgree(mixedParams));
 
     // Step 5: a kernel's attributes are per device: cuKernelSetAttribute sets one "on the kernel
-    // kernel for the requested device dev" (cuda.h:8338-8339).
+    // kernel for the requested device dev" (cuda.h:8339-8340).
     course::printStep(5, "attributes: read, then set the dynamic shared memory limit");
     CUkernel reverseTile = nullptr;
     CUkernel dynamicSum = nullptr;
@@ -211,7 +238,8 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuMemcpyHtoD(offset, &written, sizeof(written)));
     CUdeviceptr out = 0;
     CHECK_DRIVER(cuMemAlloc(&out, kElements * sizeof(int)));
-    const int correct = launchAddOffset(addOffset, out, written);
+    launchAddOffset(addOffset, out);
+    const int correct = countOffsetBy(out, written);
     std::printf("gOffset: %zu bytes, %d in the image, %d written through cuLibraryGetGlobal\n", offsetBytes, initial,
                 written);
     std::printf("addOffset: %d of %d elements = i + %d\n", correct, kElements, written);
@@ -230,11 +258,12 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuLibraryGetManaged(&launchesAddress, &launchesBytes, fromFile, "gLaunches"));
     // Managed memory: the host may use the pointer, but only while no kernel runs, unless the
     // device "can coherently access managed memory concurrently with the CPU"
-    // (CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, cuda.h:817). launchAddOffset's copy waited.
+    // (CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, cuda.h:817). countOffsetBy's copy waited for
+    // the first launch; the two below do not wait, so cuCtxSynchronize does before the host reads.
     auto* launches = reinterpret_cast<unsigned int*>(launchesAddress);
     *launches = 0;
-    launchAddOffset(addOffset, out, written);
-    launchAddOffset(addOffset, out, written);
+    launchAddOffset(addOffset, out);
+    launchAddOffset(addOffset, out);
     CHECK_DRIVER(cuCtxSynchronize());
     std::printf("gLaunches: %zu bytes, read from the host after two launches: %u\n", launchesBytes, *launches);
     verdict.check("gLaunches, read from the host, counted both launches", *launches == 2);

@@ -31,20 +31,36 @@ namespace {
 #if CUDA_VERSION >= 12040
 using Clock = std::chrono::steady_clock;
 
-double microsecondsSince(Clock::time_point start) {
+// The microseconds `work` took: each timed call gets a clock of its own.
+template <typename Work>
+double microsecondsOf(Work work) {
+    const Clock::time_point start = Clock::now();
+    work();
     return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
 }
 
-// One launch of addOffset over 256 ints in the current context, and the wait for it.
-void launchAndWait(CUkernel kernel, CUdeviceptr out) {
-    int n = 256;
-    void* params[] = {&out, &n};
-    CHECK_DRIVER(cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), 1, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
-    CHECK_DRIVER(cuCtxSynchronize());
+// One launch of addOffset over 256 ints in the current context and the wait for it, timed. Once
+// the clock has stopped, cuStreamQuery on the NULL stream says whether the kernel had finished
+// ("CUDA_SUCCESS if all operations in the stream ... have completed", cuda.h:15741-15742);
+// `finished` counts the launches for which it had: the time then covered the whole launch.
+double timedLaunch(CUkernel kernel, CUdeviceptr out, unsigned int& finished) {
+    const double time = microsecondsOf([&] {
+        int n = 256;
+        void* params[] = {&out, &n};
+        CHECK_DRIVER(
+            cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), 1, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
+        CHECK_DRIVER(cuCtxSynchronize());
+    });
+    const CUresult state = cuStreamQuery(nullptr);
+    if (state != CUDA_ERROR_NOT_READY) CHECK_DRIVER(state);  // NOT_READY is an answer; any other error ends the run
+    finished += state == CUDA_SUCCESS ? 1 : 0;
+    return time;
 }
 #endif
 
 constexpr int kChildSeconds = 120;  // a timing run that takes longer is killed
+constexpr int kLaterLaunches = 21;
+constexpr int kTimedLaunches = kLaterLaunches + 2;  // and the first, and the first in the second context
 
 // Runs `argv` with CUDA_MODULE_LOADING=mode added to this process's environment, its stdout
 // into a pipe; returns everything it printed there, and its exit code in `exitCode` (-1 when it
@@ -129,7 +145,8 @@ int loadTimingChild(int ordinal) {
     CUmoduleLoadingMode loading{};
     CHECK_DRIVER(cuModuleGetLoadingMode(&loading));
     std::printf("loading mode of the %s run: %s\n", mode.c_str(), loading == CU_MODULE_LAZY_LOADING ? "LAZY" : "EAGER");
-    // The context exists before the library: EAGER loads the library into it inside the call.
+    // The context exists before the library: with EAGER, cuda.h says the library is loaded into
+    // it "at the time of the call".
     CUcontext context = nullptr;
     CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
     CHECK_DRIVER(cuCtxSetCurrent(context));
@@ -137,36 +154,27 @@ int loadTimingChild(int ordinal) {
     CHECK_DRIVER(cuMemAlloc(&out, 256 * sizeof(int)));
     const std::string path = course::kernelPath("library_kernels.fatbin");
 
-    Clock::time_point start = Clock::now();
     CUlibrary library = nullptr;
-    CHECK_DRIVER(cuLibraryLoadFromFile(&library, path.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0));
-    const double load = microsecondsSince(start);
-    start = Clock::now();
+    const double load = microsecondsOf([&] {
+        CHECK_DRIVER(cuLibraryLoadFromFile(&library, path.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+    });
     CUkernel kernel = nullptr;
-    CHECK_DRIVER(cuLibraryGetKernel(&kernel, library, "addOffset"));
-    const double getKernel = microsecondsSince(start);
-    start = Clock::now();
-    launchAndWait(kernel, out);
-    const double first = microsecondsSince(start);
+    const double getKernel =
+        microsecondsOf([&] { CHECK_DRIVER(cuLibraryGetKernel(&kernel, library, "addOffset")); });
+    unsigned int finished = 0;
+    const double first = timedLaunch(kernel, out, finished);
     std::vector<double> later;
-    for (int i = 0; i < 21; ++i) {
-        start = Clock::now();
-        launchAndWait(kernel, out);
-        later.push_back(microsecondsSince(start));
-    }
+    for (int i = 0; i < kLaterLaunches; ++i) later.push_back(timedLaunch(kernel, out, finished));
     // A context made after the load. cuda.h:7885-7890 says that with EAGER the library is loaded
     // into "future contexts at the time of creation", with LAZY "when a function is needed for that
-    // context, such as a kernel launch": the two times below show where the cost went. Only
-    // printed: nothing checks which call paid it.
-    start = Clock::now();
+    // context, such as a kernel launch". The two times below are only printed: they change from
+    // run to run, and they do not show which call paid for the loading.
     CUcontext second = nullptr;
-    CHECK_DRIVER(course::ctxCreate(&second, 0, device));  // pushed: current from here
-    const double create = microsecondsSince(start);
+    const double create =
+        microsecondsOf([&] { CHECK_DRIVER(course::ctxCreate(&second, 0, device)); });  // pushed: current from here
     CUdeviceptr secondOut = 0;
     CHECK_DRIVER(cuMemAlloc(&secondOut, 256 * sizeof(int)));
-    start = Clock::now();
-    launchAndWait(kernel, secondOut);
-    const double firstInSecond = microsecondsSince(start);
+    const double firstInSecond = timedLaunch(kernel, secondOut, finished);
     CHECK_DRIVER(cuMemFree(secondOut));
     CHECK_DRIVER(cuCtxDestroy(second));  // popped too: the primary context is current again
     CHECK_DRIVER(cuMemFree(out));
@@ -177,17 +185,21 @@ int loadTimingChild(int ordinal) {
     std::printf("bench: %s cuLibraryLoadFromFile = %.1f us\n", m, load);
     std::printf("bench: %s cuLibraryGetKernel = %.1f us\n", m, getKernel);
     std::printf("bench: %s first launch + synchronize = %.1f us\n", m, first);
-    std::printf("bench: %s later launch + synchronize (median of 21) = %.1f us\n", m, course::median(later));
+    std::printf("bench: %s later launch + synchronize (median of %d) = %.1f us\n", m, kLaterLaunches,
+                course::median(later));
     std::printf("bench: %s cuCtxCreate of a second context = %.1f us\n", m, create);
     std::printf("bench: %s first launch in the second context = %.1f us\n", m, firstInSecond);
+    std::printf("timed launches finished when their clocks stopped in the %s run: %u of %d\n", m, finished,
+                kTimedLaunches);
     return EXIT_SUCCESS;
 #else
     return course::kExitNotApplicable;  // not reached: versionShortfall names these headers
 #endif
 }
 
-bool runLoadTimings(int ordinal) {
+void runLoadTimings(course::Verdict& verdict, int ordinal) {
     bool allInMode = true;
+    bool allFinished = true;
     for (const std::string mode : {"EAGER", "LAZY"}) {
         int exitCode = -1;
         const std::string output =
@@ -197,8 +209,12 @@ bool runLoadTimings(int ordinal) {
         std::printf("%s run: exit code %d, %s\n", mode.c_str(), exitCode,
                     inMode ? "ran in that mode" : "did not report that mode");
         allInMode = allInMode && exitCode == 0 && inMode;
+        const std::string all = std::to_string(kTimedLaunches);
+        allFinished = allFinished && output.find("timed launches finished when their clocks stopped in the " + mode +
+                                                 " run: " + all + " of " + all + "\n") != std::string::npos;
     }
-    return allInMode;
+    verdict.check("each timing run used the loading mode it was given", allInMode);
+    verdict.check("every timed launch had finished when its clock stopped", allFinished);
 }
 
 }  // namespace lesson22

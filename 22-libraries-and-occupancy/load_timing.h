@@ -8,16 +8,19 @@
 // each child printed.
 #pragma once
 
+#include "../common/course_util.h"
+
 namespace lesson22 {
 
 // The child's side (--load-timing): times cuLibraryLoadFromFile, cuLibraryGetKernel, the first
 // launch and later ones in the primary context, then cuCtxCreate of a second context and the
-// first launch there, and prints "loading mode of the MODE run: ..." and "bench: ..." lines.
-// Returns the exit code.
+// first launch there, and prints "loading mode of the MODE run: ...", "bench: ..." lines and how
+// many timed launches had finished when their clocks stopped. Returns the exit code.
 int loadTimingChild(int ordinal);
 
 // The parent's side: runs the child with EAGER, then with LAZY, prints each child's lines as they
-// are, and returns whether every child exited 0 in the mode it was given.
-bool runLoadTimings(int ordinal);
+// are, and checks that every child exited 0 in the mode it was given, and that every launch it
+// timed had finished when its clock stopped.
+void runLoadTimings(course::Verdict& verdict, int ordinal);
 
 }  // namespace lesson22

@@ -1,8 +1,9 @@
 // Lesson 22, program 3 — what a module holds: its functions, their names, their module.
 //
 // A module (lesson 06) belongs to the context that loaded it. The driver lists a module's
-// functions (cuModuleGetFunctionCount, cuModuleEnumerateFunctions: CUDA 12.4), names each one
-// (cuFuncGetName: 12.3) and goes back from a function to its module (cuFuncGetModule: 11.0).
+// functions (cuModuleGetFunctionCount, cuModuleEnumerateFunctions), names each one
+// (cuFuncGetName) and goes back from a function to its module (cuFuncGetModule); lesson22.h
+// gives the ABI version cudaTypedefs.h names for each.
 // This program loads a fatbin from memory with cuModuleLoadFatBinary, and the same bytes again
 // with cuModuleLoadData, lists both modules' functions, finds the kernel declared without
 // extern "C" under the name the compiler gave it, and launches two functions taken from the list.
@@ -101,8 +102,13 @@ int main(int argc, char** argv) {
     CUmodule second = nullptr;
     CHECK_DRIVER(cuModuleLoadFatBinary(&module, image.data()));
     CHECK_DRIVER(cuModuleLoadData(&second, image.data()));
-    std::printf("cuModuleLoadFatBinary (%zu bytes): loaded\n", image.size());
-    std::printf("cuModuleLoadData (the same bytes): loaded, a second module\n");
+    unsigned int firstCount = 0;
+    unsigned int secondCount = 0;
+    CHECK_DRIVER(cuModuleGetFunctionCount(&firstCount, module));
+    CHECK_DRIVER(cuModuleGetFunctionCount(&secondCount, second));
+    std::printf("cuModuleLoadFatBinary (%zu bytes): a module of %u functions\n", image.size(), firstCount);
+    std::printf("cuModuleLoadData (the same bytes): %s module, of %u functions\n",
+                second != module ? "another" : "the same", secondCount);
 
     course::printStep(3, "list the module's functions and their names");
     const std::vector<CUfunction> functions = functionsOf(module);

@@ -1,17 +1,18 @@
 // Lesson 22, program 4 — occupancy: the driver's prediction against blocks counted on the GPU.
 //
 // cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags returns "the number of the maximum
-// active blocks per streaming multiprocessor" (cuda.h:21631). Here the kernels count themselves:
-// each block adds itself to a counter of the SM it runs on (%smid), stays 1 ms, and takes itself
-// off; the grid is far larger than the GPU holds, so the most blocks one SM held at once is the
-// measured occupancy. Limits by warps, blocks, registers and shared memory; the calls that
-// suggest a block size and a shared memory size; clusters (9.0); cache preferences.
+// active blocks per streaming multiprocessor" (cuda.h:21631-21632). Here the kernels count
+// themselves: each block adds itself to a counter of the SM it runs on (%smid), stays 1 ms, and
+// takes itself off. The grid has twice as many blocks as the GPU could hold at its block limit, so
+// blocks are still waiting to start while the first ones run; the most blocks one SM held at once
+// is the measured occupancy: what the GPU's scheduler did, which cuda.h does not promise to equal
+// the prediction. Limits by warps, blocks, registers and shared memory; the calls that suggest a
+// block size and a shared memory size; clusters (9.0); cache preferences.
 //
 //   occupancy               the steps, with their checks
 //   occupancy --device N    another GPU
 #include <cuda.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -20,61 +21,29 @@
 #include "../common/course_util.h"
 #include "kernel_types.h"
 #include "lesson22.h"
+#include "residency.h"
 
 namespace {
 
-constexpr unsigned long long kHoldNs = 1000000;  // each block stays resident 1 ms
-constexpr size_t kSharedPerThread = 256;         // bytes of dynamic shared memory per thread, step 4
+using lesson22::Gpu;
+using lesson22::measure;
+using lesson22::peakOf;
+using lesson22::smsHolding;
 
-// The dynamic shared memory function of step 4: cuOccupancyMaxPotentialBlockSizeWithFlags
-// calls it for each block size it considers (a CUoccupancyB2DSize, cuda.h:21695-21703).
+constexpr size_t kSharedPerThread = 256;  // bytes of dynamic shared memory per thread, step 4
+
+// The dynamic shared memory function of step 4 (a CUoccupancyB2DSize): it "computes the dynamic
+// shared memory needed by func for any given block size" (cuda.h:21697-21698). For which block
+// sizes, and how often, cuOccupancyMaxPotentialBlockSizeWithFlags calls it, cuda.h does not say.
 size_t sharedBytesFor(int blockSize) {
     return static_cast<size_t>(blockSize) * kSharedPerThread;
 }
-
-// What every measurement needs: the SM count, the grid size, and the buffers the kernels take.
-struct Gpu {
-    int sms = 0;
-    unsigned int blocks = 0;  // 2 x SMs x the most blocks an SM can hold: far more than fit at once
-    CUdeviceptr counters = 0;
-    CUdeviceptr in = 0;
-    CUdeviceptr out = 0;
-};
 
 int predict(CUfunction function, int blockSize, size_t dynamicBytes) {
     int blocks = 0;
     CHECK_DRIVER(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, function, blockSize, dynamicBytes,
                                                                       CU_OCCUPANCY_DEFAULT));
     return blocks;
-}
-
-// Launches `function` (blocks of blockSize threads, dynamicBytes of dynamic shared memory each)
-// and returns the counters the blocks left (kernel_types.h). The copy waits for the kernel.
-std::vector<unsigned int> measure(const Gpu& gpu, CUfunction function, int blockSize, size_t dynamicBytes) {
-    CHECK_DRIVER(cuMemsetD32(gpu.counters, 0, lesson22::kCounterWords));
-    CUdeviceptr counters = gpu.counters;
-    CUdeviceptr in = gpu.in;
-    CUdeviceptr out = gpu.out;
-    unsigned long long hold = kHoldNs;
-    void* params[] = {&counters, &hold, &in, &out};
-    CHECK_DRIVER(cuLaunchKernel(function, gpu.blocks, 1, 1, static_cast<unsigned int>(blockSize), 1, 1,
-                                static_cast<unsigned int>(dynamicBytes), nullptr, params, nullptr));
-    std::vector<unsigned int> host(lesson22::kCounterWords);
-    CHECK_DRIVER(cuMemcpyDtoH(host.data(), gpu.counters, host.size() * sizeof(unsigned int)));
-    return host;
-}
-
-// The most blocks any SM held at once.
-unsigned int peakOf(const std::vector<unsigned int>& counters) {
-    return *std::max_element(counters.begin() + lesson22::kPeak,
-                             counters.begin() + lesson22::kPeak + lesson22::kMaxSmIds);
-}
-
-// How many SMs ran blocks, and how many of them held at least `blocks` at once.
-unsigned int smsHolding(const std::vector<unsigned int>& counters, unsigned int blocks) {
-    unsigned int count = 0;
-    for (unsigned int sm = 0; sm < lesson22::kMaxSmIds; ++sm) count += counters[lesson22::kPeak + sm] >= blocks ? 1 : 0;
-    return count;
 }
 
 // One configuration's line and check: the prediction against the measured peak.
@@ -93,26 +62,68 @@ int attribute(CUdevice device, CUdevice_attribute which) {
     return value;
 }
 
-// Step 2, the context's preference: read, set to PREFER_SHARED, read, set back, read. A device
-// whose L1 and shared memory sizes are fixed reports CU_FUNC_CACHE_PREFER_NONE whatever was set
-// (cuda.h:6805-6806).
+// Step 2, the context's preference: read it, set another one, read, set the first one again,
+// read. A device whose L1 and shared memory sizes are fixed reports CU_FUNC_CACHE_PREFER_NONE
+// whatever was set (cuda.h:6805-6806): there the first preference cannot be told from the other
+// by reading, and the check says SKIP.
 void contextCachePreference(course::Verdict& verdict) {
     CUfunc_cache initial = CU_FUNC_CACHE_PREFER_NONE;
     CUfunc_cache afterSet = CU_FUNC_CACHE_PREFER_NONE;
     CUfunc_cache restored = CU_FUNC_CACHE_PREFER_NONE;
     CHECK_DRIVER(cuCtxGetCacheConfig(&initial));
-    CHECK_DRIVER(cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_SHARED));
+    const CUfunc_cache other =
+        initial == CU_FUNC_CACHE_PREFER_SHARED ? CU_FUNC_CACHE_PREFER_L1 : CU_FUNC_CACHE_PREFER_SHARED;
+    CHECK_DRIVER(cuCtxSetCacheConfig(other));
     CHECK_DRIVER(cuCtxGetCacheConfig(&afterSet));
     CHECK_DRIVER(cuCtxSetCacheConfig(initial));
     CHECK_DRIVER(cuCtxGetCacheConfig(&restored));
-    std::printf("context cache preference: %s; after cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_SHARED): %s\n",
-                lesson22::cacheConfigName(initial), lesson22::cacheConfigName(afterSet));
+    std::printf("context cache preference: %s; after cuCtxSetCacheConfig(%s): %s\n", lesson22::cacheConfigName(initial),
+                lesson22::cacheConfigName(other), lesson22::cacheConfigName(afterSet));
+    const bool kept = afterSet == other;
     std::printf("L1 and shared memory share their hardware here: %s\n",
-                afterSet == CU_FUNC_CACHE_PREFER_SHARED ? "yes (the preference set was kept)"
-                                                        : "no (PREFER_NONE came back, as from fixed sizes)");
+                kept ? "yes (the preference set was kept)" : "no (the preference set did not read back)");
     std::printf("context cache preference after setting the first one again: %s\n",
                 lesson22::cacheConfigName(restored));
-    verdict.check("the context's cache preference is back to what it was", restored == initial);
+    const char* name = "the context's cache preference is back to what it was";
+    if (kept)
+        verdict.check(name, restored == initial);
+    else
+        std::printf("check %s: SKIP (the preference set did not read back)\n", name);
+}
+
+// Step 3: three launches, each limited by one resource. Each prediction is compared with the
+// blocks counted (report) and with the limit that should decide it, worked out from step 1's
+// attributes: threads for 1024-thread blocks; the block count for 32-thread blocks, whose threads
+// and registers would let more in; registers for residentHeavy's 256-thread blocks, which need
+// heavyRegisters x 256 registers each, while their threads alone would let more in.
+void limitedBy(course::Verdict& verdict, const Gpu& gpu, CUfunction resident, CUfunction heavy, int heavyRegisters) {
+    const int warpsPredicted = predict(resident, 1024, 0);
+    const auto warps = measure(gpu, resident, 1024, 0);
+    report(verdict, "warps (resident, 1024 threads a block)", warpsPredicted, warps);
+    std::printf("SM identifiers (%%nsmid): %u; SMs that ran blocks: %u; blocks with %%smid >= %u: %u\n",
+                warps[lesson22::kSmIdCount], smsHolding(warps, 1), lesson22::kMaxSmIds, warps[lesson22::kOutOfRange]);
+    int withoutOverride = 0;
+    CHECK_DRIVER(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&withoutOverride, resident, 1024, 0,
+                                                                      CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE));
+    std::printf("the same with CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE: %d\n", withoutOverride);
+    std::printf("the thread limit for 1024-thread blocks: %d blocks per SM\n", gpu.threadsPerSm / 1024);
+    verdict.check("warps: the prediction for 1024-thread blocks is the SM's thread limit",
+                  warpsPredicted == gpu.threadsPerSm / 1024);
+
+    const int blocksPredicted = predict(resident, 32, 0);
+    report(verdict, "blocks (resident, 32 threads a block)", blocksPredicted, measure(gpu, resident, 32, 0));
+    std::printf("the block limit: %d blocks per SM\n", gpu.blocksPerSm);
+    verdict.check("blocks: the prediction for 32-thread blocks is the SM's block limit",
+                  blocksPredicted == gpu.blocksPerSm);
+
+    const int registersPredicted = predict(heavy, 256, 0);
+    report(verdict, "registers (residentHeavy, 256 threads a block)", registersPredicted, measure(gpu, heavy, 256, 0));
+    const int byThreads = gpu.threadsPerSm / 256;
+    const int byRegisters = gpu.registersPerSm / (heavyRegisters * 256);
+    std::printf("residentHeavy, 256 threads a block: %d blocks per SM by threads, at most %d by registers\n",
+                byThreads, byRegisters);
+    verdict.check("registers: residentHeavy's prediction is below the thread limit and within the register file",
+                  registersPredicted > 0 && registersPredicted < byThreads && registersPredicted <= byRegisters);
 }
 
 #if CUDA_VERSION >= 12000
@@ -120,7 +131,7 @@ void contextCachePreference(course::Verdict& verdict) {
 // cuLaunchKernelEx; rank 0 of each cluster counts it in and out. cuda.h says the number of
 // clusters cuOccupancyMaxActiveClusters returns "is not guaranteed to be achievable"
 // (cuda.h:21863): the check is that it is never exceeded, that every cluster ran, and that at
-// least half of it was resident at once (a margin: an NVIDIA H200, driver 580, reached all 124),
+// least half of it was resident at once (a margin: the README's captured run reached all of it),
 // so that clusters that ran one after another, not side by side, would show.
 void clusters(course::Verdict& verdict, const Gpu& gpu, CUfunction function) {
     CUlaunchAttribute dimension{};
@@ -142,15 +153,8 @@ void clusters(course::Verdict& verdict, const Gpu& gpu, CUfunction function) {
     config.gridDimX = launched * size;
     int predicted = 0;
     CHECK_DRIVER(cuOccupancyMaxActiveClusters(&predicted, function, &config));
-    CHECK_DRIVER(cuMemsetD32(gpu.counters, 0, lesson22::kCounterWords));
-    CUdeviceptr counters = gpu.counters;
-    CUdeviceptr in = gpu.in;
-    CUdeviceptr out = gpu.out;
-    unsigned long long hold = kHoldNs;
-    void* params[] = {&counters, &hold, &in, &out};
-    CHECK_DRIVER(cuLaunchKernelEx(&config, function, params, nullptr));
-    std::vector<unsigned int> host(lesson22::kCounterWords);
-    CHECK_DRIVER(cuMemcpyDtoH(host.data(), gpu.counters, host.size() * sizeof(unsigned int)));
+    const auto host =
+        lesson22::counted(gpu, [&](void** params) { CHECK_DRIVER(cuLaunchKernelEx(&config, function, params, nullptr)); });
     const unsigned int peak = host[lesson22::kClustersPeak];
     const unsigned int done = host[lesson22::kClustersDone];
     std::printf("cuOccupancyMaxPotentialClusterSize (128 threads a block): %d blocks\n", size);
@@ -190,13 +194,14 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuModuleGetFunction(&cluster, module, "residentCluster"));
     Gpu gpu;
     gpu.sms = attribute(device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
-    const int blocksPerSm = attribute(device, CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
+    gpu.threadsPerSm = attribute(device, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+    gpu.blocksPerSm = attribute(device, CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
+    gpu.registersPerSm = attribute(device, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
     const int optIn = attribute(device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
-    gpu.blocks = 2u * static_cast<unsigned int>(gpu.sms * blocksPerSm);
+    gpu.blocks = 2u * static_cast<unsigned int>(gpu.sms * gpu.blocksPerSm);
     std::printf("SMs: %d\n", gpu.sms);
     std::printf("one SM holds at most: %d threads, %d blocks, %d registers, %d bytes of shared memory\n",
-                attribute(device, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR), blocksPerSm,
-                attribute(device, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR),
+                gpu.threadsPerSm, gpu.blocksPerSm, gpu.registersPerSm,
                 attribute(device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR));
     std::printf("shared memory the driver reserves per block: %d bytes\n",
                 attribute(device, CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK));
@@ -213,28 +218,17 @@ int main(int argc, char** argv) {
     // Step 2: a cache preference is only a preference (cuda.h:6845-6847).
     course::printStep(2, "cache preferences: the context's, then each kernel's");
     contextCachePreference(verdict);
-    // The measured kernels prefer shared memory: a hint only (cuda.h:6843-6847), asked for because
-    // PREFER_NONE prefers "to not change the cache configuration" (6849-6851). Whether it changes
-    // a count here is not measured: no check depends on it.
+    // The measured kernels prefer shared memory: a hint only (cuda.h:17264-17266), asked for
+    // because PREFER_NONE prefers "to not change the cache configuration" (6849-6851). Whether it
+    // changes a count here is not measured, and no call reads a function's preference back (only
+    // the context's): no check depends on it.
     CHECK_DRIVER(cuFuncSetCacheConfig(resident, CU_FUNC_CACHE_PREFER_SHARED));
     CHECK_DRIVER(cuFuncSetCacheConfig(heavy, CU_FUNC_CACHE_PREFER_SHARED));
     CHECK_DRIVER(cuFuncSetAttribute(resident, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optIn));
     std::printf("resident: CU_FUNC_CACHE_PREFER_SHARED, up to %d bytes of dynamic shared memory\n", optIn);
 
     course::printStep(3, "limited by warps, by the block count, by registers");
-    const int warpsPredicted = predict(resident, 1024, 0);
-    const auto warps = measure(gpu, resident, 1024, 0);
-    report(verdict, "warps (resident, 1024 threads a block)", warpsPredicted, warps);
-    std::printf("SM identifiers (%%nsmid): %u; SMs that ran blocks: %u; blocks with %%smid >= %u: %u\n",
-                warps[lesson22::kSmIdCount], smsHolding(warps, 1), lesson22::kMaxSmIds, warps[lesson22::kOutOfRange]);
-    int withoutOverride = 0;
-    CHECK_DRIVER(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&withoutOverride, resident, 1024, 0,
-                                                                      CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE));
-    std::printf("the same with CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE: %d\n", withoutOverride);
-    const int blocksPredicted = predict(resident, 32, 0);
-    report(verdict, "blocks (resident, 32 threads a block)", blocksPredicted, measure(gpu, resident, 32, 0));
-    const int registersPredicted = predict(heavy, 256, 0);
-    report(verdict, "registers (residentHeavy, 256 threads a block)", registersPredicted, measure(gpu, heavy, 256, 0));
+    limitedBy(verdict, gpu, resident, heavy, heavyRegisters);
 
     // Step 4: a block size chosen by the driver when the dynamic shared memory grows with it.
     course::printStep(4, "cuOccupancyMaxPotentialBlockSizeWithFlags with a dynamic shared memory function");
@@ -252,9 +246,9 @@ int main(int argc, char** argv) {
     // (cuda.h:21786), for 3 blocks of 256 threads. cuda_occupancy.h's own version of this
     // calculation divides the SM's shared memory by the number of blocks (line 1945) without
     // taking off the shared memory the driver reserves for each block, which its occupancy
-    // calculation adds to every block (line 1414). On an NVIDIA H200 (driver 580) the size
-    // returned held 2 blocks, predicted and measured; that size less the reserve held 3. Both
-    // launches are measured; the second must hold the 3 blocks asked for.
+    // calculation adds to every block (line 1414). In the README's captured run the size returned
+    // held 2 blocks, predicted and measured; that size less the reserve held 3. Both launches are
+    // measured; the second must hold the 3 blocks asked for.
     course::printStep(5, "cuOccupancyAvailableDynamicSMemPerBlock for 3 blocks, and that less the reserve");
     const int asked = 3;
     size_t available = 0;

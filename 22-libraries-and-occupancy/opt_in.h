@@ -1,10 +1,12 @@
 // opt_in.h — step 5 of lesson 22's libraries program: a launch that asks dynamicSum for more
 // dynamic shared memory than a block gets by default, before and after the kernel's limit is
-// raised with cuKernelSetAttribute (CUDA 12.0; the program needs 12.4 anyway).
+// raised with cuKernelSetAttribute (ABI version 12000 in cudaTypedefs.h; the program asks for
+// 12.4 anyway, lesson22.h).
 #pragma once
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "../common/check_driver.h"
@@ -63,7 +65,7 @@ inline void optInToDynamicShared(course::Verdict& verdict, CUkernel dynamicSum, 
                   refused == CUDA_ERROR_INVALID_VALUE);
     CHECK_DRIVER(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(wanted),
                                       dynamicSum, device));
-    // A preference only: the driver uses it "if possible" (cuda.h:8422).
+    // A preference only: the driver uses it "if possible" (cuda.h:8423).
     CHECK_DRIVER(cuKernelSetCacheConfig(dynamicSum, CU_FUNC_CACHE_PREFER_SHARED, device));
     int limit = 0;
     CHECK_DRIVER(cuKernelGetAttribute(&limit, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamicSum, device));
@@ -73,6 +75,11 @@ inline void optInToDynamicShared(course::Verdict& verdict, CUkernel dynamicSum, 
     std::printf("dynamicSum limit after cuKernelSetAttribute: %d bytes; launch: %s, sum %u (expected %u)\n", limit,
                 course::driverErrorName(ran), after, expectedSum);
     verdict.check("the same launch runs after cuKernelSetAttribute", ran == CUDA_SUCCESS && after == expectedSum);
+    // cuda.h gives the default (986-989: 0 where the static size is larger than the block's), and
+    // says cuKernelGetAttribute "will always return the attribute value set by" cuKernelSetAttribute
+    // (8348-8349).
+    verdict.check("cuKernelGetAttribute reads the dynamic shared memory limit cuda.h gives, then the one set",
+                  defaultLimit == std::max(perBlock - staticShared, 0) && limit == static_cast<int>(wanted));
 }
 #endif
 

@@ -101,7 +101,7 @@ TEST_CASE("Lesson 22 libraries: names, owners, parameters, attributes, globals a
     CHECK(valueOf(r.out, "gOffset of the library loaded from memory") == "another address, holds 7");
     CHECK(valueOf(r.out, "cuModuleUnload of the library's module") == "CUDA_ERROR_NOT_PERMITTED");
     // Printed, not checked by the program; whatever it is, it is one of the codes cuda.h lists
-    // for cuLibraryGetUnifiedFunction (cuda.h:8234-8240).
+    // for cuLibraryGetUnifiedFunction (cuda.h:8235-8240).
     const std::vector<std::string> unifiedCodes = {"CUDA_SUCCESS",
                                                    "CUDA_ERROR_DEINITIALIZED",
                                                    "CUDA_ERROR_NOT_INITIALIZED",
@@ -117,6 +117,7 @@ TEST_CASE("Lesson 22 libraries: names, owners, parameters, attributes, globals a
          "parameter offsets and sizes follow the C++ signature", "attributes follow the kernel's declarations",
          "dynamic shared memory past the default limit refused before cuKernelSetAttribute",
          "the same launch runs after cuKernelSetAttribute",
+         "cuKernelGetAttribute reads the dynamic shared memory limit cuda.h gives, then the one set",
          "addOffset read the gOffset written through cuLibraryGetGlobal",
          "the library loaded from memory has its own gOffset, as in the image",
          "gLaunches, read from the host, counted both launches",
@@ -134,10 +135,24 @@ TEST_CASE("Lesson 22 contexts: one CUkernel, a function, a module and a global p
     CHECK(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "module loading mode") == "LAZY");  // the program asks for it
     CHECK(valueOf(r.out, "current context") == "none");
+    CHECK(valueOf(r.out, "cuLibraryGetKernel gave") == "addOffset; current context after loading: none");
+    CHECK(valueOf(r.out, "current context after making them") == "none");
     const size_t contexts = driver().deviceCount() >= 2 ? 3 : 2;
     const auto loaded = valuesOf(r.out, "context 0 functions loaded");
     REQUIRE(loaded.size() == 1);
     CHECK(contains(loaded[0], "4 of 4 after"));
+    // cuda.h: with lazy loading the functions "may be" partially loaded. Where every one was
+    // loaded already, cuFuncLoad had nothing to do and its check says SKIP.
+    bool anyUnloaded = false;
+    for (size_t i = 0; i < contexts; ++i)
+        anyUnloaded = anyUnloaded ||
+                      !contains(valueOf(r.out, "context " + std::to_string(i) + " functions loaded").value_or(""),
+                                "4 of 4 before");
+    const auto loadCheck = valueOf(r.out, "check cuFuncLoad loaded every function in every context");
+    if (anyUnloaded)
+        CHECK(loadCheck == "ok");
+    else
+        CHECK(loadCheck.value_or("").rfind("SKIP (", 0) == 0);
     for (size_t i = 0; i < contexts; ++i) {
         INFO("context " << i);
         const std::string tag = std::to_string(1000 * (i + 1));
@@ -149,8 +164,9 @@ TEST_CASE("Lesson 22 contexts: one CUkernel, a function, a module and a global p
     const std::string n = std::to_string(contexts);
     CHECK(valueOf(r.out, "distinct CUfunction handles") == n + " for " + n + " contexts");
     CHECK(valueOf(r.out, "gOffset addresses") == n + " distinct for " + n + " contexts");
-    CHECK(valueOf(r.out, "gLaunches after one launch in each of " + n + " contexts") == n);
-    requireNamedChecksOk(r, {"cuFuncLoad loaded every function in every context",
+    CHECK(valueOf(r.out, "gLaunches, set to 100 from the host, after one launch in each of " + n + " contexts") ==
+          std::to_string(100 + contexts));
+    requireNamedChecksOk(r, {"no context is current once the contexts are made",
                              "each context has its own function of the kernel, in its own module",
                              "the one CUkernel ran in every context, reading that context's own gOffset",
                              "gLaunches, one managed variable for every context, counted every launch"});
@@ -169,8 +185,10 @@ TEST_CASE("Lesson 22 contexts --bench times the library load and first launches 
         INFO(mode);
         CHECK(valueOf(r.out, "loading mode of the " + mode + " run") == mode);
         CHECK(valueOf(r.out, mode + " run") == "exit code 0, ran in that mode");
+        CHECK(valueOf(r.out, "timed launches finished when their clocks stopped in the " + mode + " run") == "23 of 23");
     }
     CHECK(valueOf(r.out, "check each timing run used the loading mode it was given") == "ok");
+    CHECK(valueOf(r.out, "check every timed launch had finished when its clock stopped") == "ok");
 }
 
 TEST_CASE("Lesson 22 modules: the list, each function's module, a mangled name, launches from the list",
@@ -202,13 +220,24 @@ TEST_CASE("Lesson 22 occupancy: every prediction matches the blocks the kernels 
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
     requireNamedChecksOk(
-        r, {"the context's cache preference is back to what it was",
-            "residency matches the prediction: warps (resident, 1024 threads a block)",
+        r, {"residency matches the prediction: warps (resident, 1024 threads a block)",
+            "warps: the prediction for 1024-thread blocks is the SM's thread limit",
             "residency matches the prediction: blocks (resident, 32 threads a block)",
+            "blocks: the prediction for 32-thread blocks is the SM's block limit",
             "residency matches the prediction: registers (residentHeavy, 256 threads a block)",
+            "registers: residentHeavy's prediction is below the thread limit and within the register file",
             "residency matches the prediction: shared memory (resident, the suggested block size)",
             "residency matches the prediction: the size returned for 3 blocks (resident, 256 threads a block)",
             "the size less the reserve holds the 3 blocks asked for, predicted and measured"});
+    // The cache preference check decides only where the preference set read back (cuda.h: a
+    // device with fixed L1 and shared memory sizes reports PREFER_NONE whatever was set).
+    const auto shared = valueOf(r.out, "L1 and shared memory share their hardware here");
+    REQUIRE(shared);
+    const auto restored = valueOf(r.out, "check the context's cache preference is back to what it was");
+    if (shared->rfind("yes", 0) == 0)
+        CHECK(restored == "ok");
+    else
+        CHECK(restored.value_or("").rfind("SKIP (", 0) == 0);
     // Every SM ran blocks, and no %smid fell outside the counters.
     const auto sms = valueOf(r.out, "SMs");
     REQUIRE(sms);

@@ -4,7 +4,7 @@
 // The kernels measure occupancy themselves: each block counts itself in on the SM it runs on
 // (%smid), stays resident for holdNs nanoseconds, and counts itself out. The most blocks one SM
 // held at once is the residency the program compares with the driver's prediction. No block
-// ever waits for another block, so a grid far larger than the GPU holds cannot deadlock: the
+// ever waits for another block, so a grid larger than the GPU holds at once cannot deadlock: the
 // blocks that do not fit start when earlier ones leave.
 //
 // Clusters exist from compute capability 9.0 on: that code is compiled only for those SMs
@@ -45,8 +45,9 @@ __device__ __forceinline__ unsigned long long globalTimer() {
 
 // Thread 0 counts the block in, spins for holdNs, counts it out; the other threads wait at the
 // barrier meanwhile, so the whole block (its warps, registers and shared memory) stays on the SM.
-// A count is taken after the block has started and dropped before it ends, so it never exceeds
-// the number of blocks really resident.
+// A count is taken after the block has started and dropped before it ends. It could exceed the
+// blocks resident on that SM only if the GPU preempted a counted block (see smId above): nothing
+// here can tell when that happens.
 __device__ __forceinline__ void holdResident(unsigned int* counters, unsigned long long holdNs) {
     if (threadIdx.x == 0) {
         if (blockIdx.x == 0) counters[lesson22::kSmIdCount] = smIdCount();
