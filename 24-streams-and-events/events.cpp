@@ -177,7 +177,8 @@ void CUDA_CB onNotification(CUasyncNotificationInfo* info, void* userData, CUasy
 // cuda.h gives no time by which one arrives (cuda.h:9099-9112), so "none" means none within
 // that wait. The callback's data is static: cuda.h does not say that
 // cuDeviceUnregisterAsyncNotification waits for a callback already running (cuda.h:9136-9156), so
-// it lives as long as the program.
+// it lives as long as the program. Whether unregistering took effect cannot be seen here: no
+// notification arrives to show that the callback is no longer called.
 void asyncNotifications(CUdevice device, const lesson24::Kernels& k, CUstream stream, int driverVersion,
                         course::Verdict& verdict) {
     const std::string missing = lesson24::missingVersion(driverVersion, 12040, "cuDeviceRegisterAsyncNotification");
