@@ -8,10 +8,9 @@
 // cuEventRecord in the same place made no such node where this ran (checked). cuCtxRecordEvent
 // (12.5) captures "all the activities of the context" in one event, and cuCtxWaitEvent makes "all
 // future work submitted to context hCtx wait" for one, which "may be from a different context"
-// (cuda.h:7013-7014, 7050-7059). Each is checked by kernels that read words written by the work
-// they must wait for, written late on purpose, so that a wait that did not happen reads 0; and
-// each has a control, the same read queued where the wait does not hold it: where the control
-// reads 1 as well, nothing shows that the wait was needed, and the check prints SKIP.
+// (cuda.h:7013-7014, 7050-7059). Each is checked by reads of words that the awaited work, a gate
+// kernel the host holds until a control (the same read, not held by the wait) has run, stores:
+// a wait that did not happen reads 0, like the control (lesson24::checkOrder).
 // cuDeviceRegisterAsyncNotification (12.4 headers) registers a callback for notifications the
 // driver sends; cuda.h defines one type (cuda.h:620-622).
 //
@@ -32,25 +31,30 @@
 
 namespace {
 
-using lesson24::kMillisecond;
-constexpr unsigned long long kBeforeRecordNs = 20 * kMillisecond;  // the graph's kernel before the record
-constexpr unsigned long long kAfterRecordNs = 200 * kMillisecond;  // the graph's kernel after it
-constexpr unsigned long long kShorterNs = 20 * kMillisecond;       // step 3: the context's two streams
-constexpr unsigned long long kLongerNs = 60 * kMillisecond;
+using lesson24::kControlBound;
+using lesson24::kNotRead;
 constexpr auto kNotificationWait = std::chrono::milliseconds(100);  // step 4: how long to wait for one
-enum Word { kFirst = 0, kSecond = 1, kSawFirst = 2, kSawSecond = 3, kControl = 4, kWords = 5 };
+// kFirst and kSecond: what the two gated kernels store (1) once their gates (kGateFirst,
+// kGateSecond) open; kSawFirst, kSawSecond, kControl: what the reads saw (kNotRead until they ran).
+enum Word { kFirst, kSecond, kSawFirst, kSawSecond, kControl, kGateFirst, kGateSecond, kStarted, kWords };
 
-// kernel (stores 1 in kFirst after 20 ms) -> record `event` -> kernel (kSecond after 200 ms),
-// captured from `stream`; the record plain, or with CU_EVENT_RECORD_EXTERNAL.
+// Every gate shut, every word 0, and the words the reads will write set to kNotRead.
+void resetWords(const lesson24::HostWords& w) {
+    w.clear(kWords);
+    w.markNotRead({kSawFirst, kSawSecond, kControl});
+}
+
+// gated kernel (kFirst) -> record `event` -> gated kernel (kSecond), captured from `stream`; the
+// record plain, or with CU_EVENT_RECORD_EXTERNAL.
 CUgraph captureAroundRecord(const lesson24::Kernels& k, const lesson24::HostWords& w, CUstream stream, CUevent event,
                             bool external) {
     CHECK_DRIVER(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    lesson24::launchSpin(k.spin, 1, kBeforeRecordNs, 0, w.at(kFirst), 1, stream);
+    lesson24::launchGated(k.gate, w, kGateFirst, kStarted, kFirst, stream);
     if (external)
         CHECK_DRIVER(cuEventRecordWithFlags(event, stream, CU_EVENT_RECORD_EXTERNAL));
     else
         CHECK_DRIVER(cuEventRecord(event, stream));
-    lesson24::launchSpin(k.spin, 1, kAfterRecordNs, 0, w.at(kSecond), 1, stream);
+    lesson24::launchGated(k.gate, w, kGateSecond, kStarted, kSecond, stream);
     CUgraph graph = nullptr;
     CHECK_DRIVER(cuStreamEndCapture(stream, &graph));
     return graph;
@@ -72,11 +76,51 @@ size_t countNodes(CUgraph graph, size_t& eventRecords, const char* what) {
     return count;
 }
 
-// Step 3: the primary context's two streams store their words after 20 and 60 ms; one
-// cuCtxRecordEvent covers both, and a second context waits for it with cuCtxWaitEvent before
-// its own kernels read the two words. The control: a read of the 60 ms word queued in the second
-// context before cuCtxWaitEvent, which holds only "future work". The words are the primary
-// context's mapped host memory, used from the second context: that needs unified addressing.
+#if CUDA_VERSION >= 12050
+// One round of step 3: a gated kernel on s1 (kFirst) and on s2 (kSecond), one
+// cuCtxRecordEvent(primary); the second context reads kFirst before cuCtxWaitEvent (the control:
+// the wait holds only "future work") and both words after it. The host opens stream `opened`'s
+// gate (0: s1, 1: s2) once the control has read, and the other only once that kernel has finished
+// and the reads after the wait have had kHoldBeforeOpening to run: an event that covered only the
+// stream released first would let them read a 0, and the two rounds release both orders first.
+bool contextRound(CUcontext primary, CUcontext other, CUevent whole, const lesson24::Kernels& k,
+                  const lesson24::Kernels& otherKernels, const lesson24::HostWords& w, CUstream s1, CUstream s2,
+                  CUstream otherStream, int opened, bool& controlRan) {
+    resetWords(w);
+    lesson24::launchGated(k.gate, w, kGateFirst, kStarted, kFirst, s1);
+    lesson24::launchGated(k.gate, w, kGateSecond, kStarted, kSecond, s2);
+    CHECK_DRIVER(cuCtxRecordEvent(primary, whole));
+    CHECK_DRIVER(cuCtxPushCurrent(other));
+    lesson24::launchLoad(otherKernels.loadWord, w.at(kFirst), w.at(kControl), otherStream);  // the control
+    CUcontext popped = nullptr;
+    CHECK_DRIVER(cuCtxPopCurrent(&popped));
+    CHECK_DRIVER(cuCtxWaitEvent(other, whole));
+    CHECK_DRIVER(cuCtxPushCurrent(other));
+    lesson24::launchLoad(otherKernels.loadWord, w.at(kFirst), w.at(kSawFirst), otherStream);
+    lesson24::launchLoad(otherKernels.loadWord, w.at(kSecond), w.at(kSawSecond), otherStream);
+    const int gates[2] = {kGateFirst, kGateSecond}, stored[2] = {kFirst, kSecond};
+    controlRan = lesson24::waitForChange(w, kControl, kNotRead, kControlBound) && controlRan;
+    lesson24::openAfterHold(w, gates[opened]);
+    lesson24::waitForWord(w, stored[opened], 1, kControlBound);  // that kernel has finished
+    std::this_thread::sleep_for(lesson24::kHoldBeforeOpening);
+    const bool waited = w.read(kSawFirst) == kNotRead && w.read(kSawSecond) == kNotRead;
+    w.write(gates[1 - opened], 1);
+    CHECK_DRIVER(cuStreamSynchronize(otherStream));
+    CHECK_DRIVER(cuCtxPopCurrent(&popped));
+    CHECK_DRIVER(cuStreamSynchronize(s2));
+    CHECK_DRIVER(cuStreamSynchronize(s1));
+    std::printf(
+        "stream %d released first: control read %u; reads after cuCtxWaitEvent while stream %d was held: %s; "
+        "then they read %u and %u (1 = finished)\n",
+        opened + 1, w.read(kControl), 2 - opened, waited ? "not run" : "already run", w.read(kSawFirst),
+        w.read(kSawSecond));
+    return waited && w.read(kControl) == 0 && w.read(kSawFirst) == 1 && w.read(kSawSecond) == 1;
+}
+#endif
+
+// Step 3: two rounds of contextRound, releasing stream 1's kernel first, then stream 2's. The
+// words are the primary context's mapped host memory, used from the second context: that needs
+// unified addressing.
 void contextEvents(CUdevice device, CUcontext primary, const lesson24::Kernels& k, const lesson24::HostWords& w,
                    CUstream s1, CUstream s2, int driverVersion, int unifiedAddressing, course::Verdict& verdict) {
     std::string missing = lesson24::missingVersion(driverVersion, 12050, "cuCtxRecordEvent");
@@ -86,7 +130,6 @@ void contextEvents(CUdevice device, CUcontext primary, const lesson24::Kernels& 
         return;
     }
 #if CUDA_VERSION >= 12050
-    w.clear(kWords);
     CUevent whole = nullptr;  // of the primary context, like the work it records
     CHECK_DRIVER(cuEventCreate(&whole, CU_EVENT_DISABLE_TIMING));
     CUcontext other = nullptr;
@@ -96,32 +139,17 @@ void contextEvents(CUdevice device, CUcontext primary, const lesson24::Kernels& 
     CHECK_DRIVER(cuStreamCreate(&otherStream, CU_STREAM_NON_BLOCKING));
     CUcontext popped = nullptr;
     CHECK_DRIVER(cuCtxPopCurrent(&popped));
-    lesson24::launchSpin(k.spin, 1, kShorterNs, 0, w.at(kFirst), 1, s1);
-    lesson24::launchSpin(k.spin, 1, kLongerNs, 0, w.at(kSecond), 1, s2);
-    CHECK_DRIVER(cuCtxRecordEvent(primary, whole));
+    bool controlRan = true;
+    bool held = true;
+    for (int opened : {0, 1})
+        held = contextRound(primary, other, whole, k, otherKernels, w, s1, s2, otherStream, opened, controlRan) && held;
+    lesson24::checkOrder(verdict, "work in another context after cuCtxWaitEvent saw both streams' writes", held,
+                         controlRan);
     CHECK_DRIVER(cuCtxPushCurrent(other));
-    lesson24::launchLoad(otherKernels.loadWord, w.at(kSecond), w.at(kControl), otherStream);  // the control
-    CHECK_DRIVER(cuCtxPopCurrent(&popped));
-    CHECK_DRIVER(cuCtxWaitEvent(other, whole));
-    CHECK_DRIVER(cuCtxPushCurrent(other));
-    lesson24::launchLoad(otherKernels.loadWord, w.at(kFirst), w.at(kSawFirst), otherStream);
-    lesson24::launchLoad(otherKernels.loadWord, w.at(kSecond), w.at(kSawSecond), otherStream);
-    CHECK_DRIVER(cuStreamSynchronize(otherStream));
-    const unsigned long long shorterMs = kShorterNs / kMillisecond;
-    const unsigned long long longerMs = kLongerNs / kMillisecond;
-    std::printf("second context's read queued before cuCtxWaitEvent (the control): %u from the %llu ms stream\n",
-                w.read(kControl), longerMs);
-    std::printf(
-        "second context's kernels read: %u from the %llu ms stream, %u from the %llu ms stream (1 = finished)\n",
-        w.read(kSawFirst), shorterMs, w.read(kSawSecond), longerMs);
-    lesson24::checkOrder(verdict, "work in another context after cuCtxWaitEvent saw both streams' writes",
-                         w.read(kSawFirst) == 1 && w.read(kSawSecond) == 1, w.read(kControl) != 1);
     CHECK_DRIVER(cuStreamDestroy(otherStream));
     CHECK_DRIVER(cuModuleUnload(otherKernels.module));
     CHECK_DRIVER(cuCtxPopCurrent(&popped));
     CHECK_DRIVER(cuCtxDestroy(other));
-    CHECK_DRIVER(cuStreamSynchronize(s2));
-    CHECK_DRIVER(cuStreamSynchronize(s1));
     CHECK_DRIVER(cuEventDestroy(whole));
 #else
     (void)device, (void)primary, (void)k, (void)w, (void)s1, (void)s2, (void)unifiedAddressing, (void)verdict;
@@ -149,7 +177,8 @@ void CUDA_CB onNotification(CUasyncNotificationInfo* info, void* userData, CUasy
 // cuda.h gives no time by which one arrives (cuda.h:9099-9112), so "none" means none within
 // that wait. The callback's data is static: cuda.h does not say that
 // cuDeviceUnregisterAsyncNotification waits for a callback already running (cuda.h:9136-9156), so
-// it lives as long as the program.
+// it lives as long as the program. Whether unregistering took effect cannot be seen here: no
+// notification arrives to show that the callback is no longer called.
 void asyncNotifications(CUdevice device, const lesson24::Kernels& k, CUstream stream, int driverVersion,
                         course::Verdict& verdict) {
     const std::string missing = lesson24::missingVersion(driverVersion, 12040, "cuDeviceRegisterAsyncNotification");
@@ -169,7 +198,7 @@ void asyncNotifications(CUdevice device, const lesson24::Kernels& k, CUstream st
     }
     verdict.check("the notification callback was registered", registered == CUDA_SUCCESS && handle != nullptr);
     if (registered != CUDA_SUCCESS) return;
-    lesson24::launchSpin(k.spin, 1, kMillisecond, 0, 0, 0, stream);
+    lesson24::launchSpin(k.spin, 1, lesson24::kMillisecond, 0, 0, 0, stream);
     CHECK_DRIVER(cuStreamSynchronize(stream));
     const auto deadline = std::chrono::steady_clock::now() + kNotificationWait;
     while (notes.count == 0 && std::chrono::steady_clock::now() < deadline)
@@ -220,11 +249,11 @@ int main(int argc, char** argv) {
 
     // Step 2: the same three calls captured twice; only the external record becomes a node.
     // Then the graph runs on s1 while s2 reads the first kernel's word once before waiting for
-    // the graph's event (the control) and both kernels' words after it. The second kernel runs
-    // 200 ms after the record node; the event captures only "the node's dependencies"
-    // (cuda.h:19191-19192), so s2 should read its word as 0 — but cuda.h does not say how soon a
-    // waiting stream is released, so that check holds by a 180 ms margin that was observed, not
-    // promised (observed on an NVIDIA H200, driver 580).
+    // the graph's event (the control) and both kernels' words after it. The graph's first kernel
+    // stays held until the control has read, its second until s2 has read both words. The event
+    // captures only "the node's dependencies" (cuda.h:19191-19192), so s2 should read the second
+    // word while that kernel is held; cuda.h does not say how soon a waiting stream is released,
+    // and the host gives it kControlBound.
     course::printStep(2, "cuEventRecordWithFlags(CU_EVENT_RECORD_EXTERNAL) inside a capture");
     CUevent plain = nullptr;
     CUevent external = nullptr;
@@ -246,24 +275,29 @@ int main(int argc, char** argv) {
     } else {
         CUgraphExec exec = nullptr;
         CHECK_DRIVER(course::graphInstantiate(&exec, externalGraph, 0));
-        words.clear(kWords);
+        resetWords(words);
         CHECK_DRIVER(cuGraphLaunch(exec, s1));
         lesson24::launchLoad(kernels.loadWord, words.at(kFirst), words.at(kControl), s2);  // the control
         CHECK_DRIVER(cuStreamWaitEvent(s2, external, 0));
         lesson24::launchLoad(kernels.loadWord, words.at(kFirst), words.at(kSawFirst), s2);
         lesson24::launchLoad(kernels.loadWord, words.at(kSecond), words.at(kSawSecond), s2);
+        const bool controlRan = lesson24::waitForChange(words, kControl, kNotRead, kControlBound);
+        lesson24::openAfterHold(words, kGateFirst);
+        const bool readWhileHeld = lesson24::waitForChange(words, kSawSecond, kNotRead, kControlBound);
+        words.write(kGateSecond, 1);
         CHECK_DRIVER(cuStreamSynchronize(s2));
         std::printf("stream 2 before the wait read the first kernel's word: %u (the control: 0 = not finished yet)\n",
                     words.read(kControl));
         std::printf(
             "stream waiting on the graph's event read the first kernel's word: %u (1 = that kernel had finished)\n",
             words.read(kSawFirst));
-        std::printf("and the second kernel's word: %u (0 = the graph was still running)\n", words.read(kSawSecond));
+        std::printf("and the second kernel's word: %u (0 = the graph was still running), %s\n", words.read(kSawSecond),
+                    readWhileHeld ? "read while that kernel was held" : "not read while that kernel was held");
         lesson24::checkOrder(verdict,
                              "a stream waiting on the graph's event ran after the kernel before the record node",
-                             words.read(kSawFirst) == 1, words.read(kControl) != 1);
-        verdict.check("the graph's event did not wait for the kernel after the record node",
-                      words.read(kSawSecond) == 0);
+                             words.read(kSawFirst) == 1 && words.read(kControl) == 0, controlRan);
+        lesson24::checkOrder(verdict, "the graph's event did not wait for the kernel after the record node",
+                             readWhileHeld && words.read(kSawSecond) == 0, controlRan);
         CHECK_DRIVER(cuStreamSynchronize(s1));
         CHECK_DRIVER(cuGraphExecDestroy(exec));
     }

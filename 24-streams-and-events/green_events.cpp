@@ -4,18 +4,20 @@
 // Two green contexts on disjoint SMs (lesson 17 shows how they are made) each get a stream.
 // cuGreenCtxRecordEvent captures "all the activities of the green context" in an event, and
 // cuGreenCtxWaitEvent "makes all future work submitted to green context hCtx wait" for it
-// (cuda.h:25081-25082, 25114-25115). Green context A's kernel stores 1 after spinning 50 ms; green context B's
-// kernel, queued after the wait, reads that word: 1 when it waited, 0 when it ran beside A's.
-// The same pair queued without the wait is the control: where it reads 0, the wait was needed;
-// where it reads 1 too (cuda.h does not promise that kernels of green contexts run concurrently,
-// cuda.h:24719-24721), the order could not be shown here and the check prints SKIP. The words
-// are the primary context's mapped host memory, used from both green contexts: the program needs
-// unified addressing (cuda.h:8871-8873).
+// (cuda.h:25081-25082, 25114-25115). Green context A's kernel holds until the host opens its gate,
+// then stores 1; green context B's kernel, queued after the wait, reads that word: 1 when it
+// waited, 0 when it ran beside A's. The control is a read on B queued before the wait (which holds
+// only "future work"): the host opens A's gate only once the control has read, so it reads 0.
+// Where the control did not run while A's kernel was held (cuda.h does not promise that kernels of
+// green contexts run concurrently, cuda.h:24719-24721), the order could not be shown here and the
+// check prints SKIP. The words are the primary context's mapped host memory, used from both green
+// contexts: the program needs unified addressing (cuda.h:8871-8873).
 //
 //   green_events [--device N]
 #include <cuda.h>
 
 #include <cstdio>
+#include <set>
 #include <string>
 
 #include "../common/check_driver.h"
@@ -25,8 +27,8 @@
 namespace {
 
 constexpr int kGreenVersion = 12040;
-constexpr unsigned long long kWriterNs = 50 * lesson24::kMillisecond;
-enum Word { kWritten = 0, kSawWithWait = 1, kSawWithoutWait = 2, kWords = 3 };
+constexpr unsigned int kBlocksPerSm = 4;  // step 2's kernel that records where its blocks ran
+enum Word { kWritten, kSawWithWait, kSawWithoutWait, kGate, kStarted, kWords };
 
 #if CUDA_VERSION >= 12040
 // A stream of the green context: cuGreenCtxStreamCreate from 12.5 (flags must include
@@ -46,6 +48,23 @@ CUstream greenStream(CUgreenCtx green, [[maybe_unused]] int driverVersion) {
     CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     CHECK_DRIVER(cuCtxPopCurrent(&asContext));
     return stream;
+}
+
+// The SMs a kernel of kBlocksPerSm blocks per SM of the green context ran on (sm_of_block, each
+// block spinning 20 us so that the scheduler spreads them over every SM it may use).
+std::set<unsigned int> smsUsed(CUkernel smOfBlock, CUstream stream, unsigned int smCount) {
+    const unsigned int blocks = kBlocksPerSm * smCount;
+    lesson24::HostWords sms = lesson24::allocHostWords(static_cast<int>(blocks));
+    unsigned long long nanoseconds = 20000;
+    CUdeviceptr out = sms.device;
+    void* params[] = {&nanoseconds, &out};
+    CHECK_DRIVER(cuLaunchKernel(reinterpret_cast<CUfunction>(smOfBlock), blocks, 1, 1, lesson24::kSpinThreads, 1, 1, 0,
+                                stream, params, nullptr));
+    CHECK_DRIVER(cuStreamSynchronize(stream));
+    std::set<unsigned int> used;
+    for (unsigned int b = 0; b < blocks; ++b) used.insert(sms.read(static_cast<int>(b)));
+    CHECK_DRIVER(cuMemFreeHost(sms.host));
+    return used;
 }
 #endif
 
@@ -115,10 +134,12 @@ int main(int argc, char** argv) {
     CUlibrary library = nullptr;
     CHECK_DRIVER(cuLibraryLoadFromFile(&library, course::kernelPath("stream_kernels.fatbin").c_str(), nullptr, nullptr,
                                        0, nullptr, nullptr, 0));
-    CUkernel spin = nullptr;
+    CUkernel gate = nullptr;
     CUkernel loadWord = nullptr;
-    CHECK_DRIVER(cuLibraryGetKernel(&spin, library, "spin"));
+    CUkernel smOfBlock = nullptr;
+    CHECK_DRIVER(cuLibraryGetKernel(&gate, library, "gate"));
     CHECK_DRIVER(cuLibraryGetKernel(&loadWord, library, "load_word"));
+    CHECK_DRIVER(cuLibraryGetKernel(&smOfBlock, library, "sm_of_block"));
     lesson24::HostWords words = lesson24::allocHostWords(kWords);
     CUevent event = nullptr;  // made in the primary context: cuGreenCtxRecordEvent wants the same one
     CHECK_DRIVER(cuEventCreate(&event, CU_EVENT_DISABLE_TIMING));
@@ -137,44 +158,42 @@ int main(int argc, char** argv) {
     }
 #endif
 
-    // A first launch in a context may load its kernel there (lazy loading). On an H100, B's kernel
-    // queued without the wait read A's word on its first launch and not on its second, as if the
-    // first had taken longer than A's 50 ms spin: one launch of each kernel in each green context
-    // first keeps that out of the order that step 3 shows.
-    lesson24::launchSpin(reinterpret_cast<CUfunction>(spin), 1, 0, 0, words.at(kSawWithoutWait), 0, streamA);
-    lesson24::launchLoad(reinterpret_cast<CUfunction>(loadWord), words.at(kSawWithoutWait), words.at(kSawWithoutWait),
-                         streamB);
-    CHECK_DRIVER(cuStreamSynchronize(streamA));
-    CHECK_DRIVER(cuStreamSynchronize(streamB));
+    // The SMs each green context's kernel ran on: none in both. cuda.h allows more SMs than
+    // provisioned only under MPS or with a dynamic-parallelism module loaded (cuda.h:24721-24727);
+    // neither is the case here.
+    const std::set<unsigned int> smsA = smsUsed(smOfBlock, streamA, groups[0].sm.smCount);
+    const std::set<unsigned int> smsB = smsUsed(smOfBlock, streamB, groups[1].sm.smCount);
+    unsigned int shared = 0;
+    for (unsigned int sm : smsA) shared += smsB.count(sm) != 0 ? 1u : 0u;
+    std::printf("SMs a kernel of %u blocks per SM ran on: A %zu, B %zu, in both %u\n", kBlocksPerSm, smsA.size(),
+                smsB.size(), shared);
+    verdict.check("the kernels of green contexts A and B ran on disjoint SMs", shared == 0);
 
-    // Step 3: A records, B waits, then B's kernel reads A's word.
+    // Step 3: A's kernel holds until the host opens its gate, A records; B reads A's word once
+    // (the control), waits, reads it again. The host opens the gate once the control has read.
     course::printStep(3, "green context A records, green context B waits");
-    lesson24::launchSpin(reinterpret_cast<CUfunction>(spin), 1, kWriterNs, 0, words.at(kWritten), 1, streamA);
+    words.markNotRead({kSawWithWait, kSawWithoutWait});
+    lesson24::launchGated(reinterpret_cast<CUfunction>(gate), words, kGate, kStarted, kWritten, streamA);
     CHECK_DRIVER(cuGreenCtxRecordEvent(greenA, event));
+    lesson24::launchLoad(reinterpret_cast<CUfunction>(loadWord), words.at(kWritten), words.at(kSawWithoutWait),
+                         streamB);  // the control
     CHECK_DRIVER(cuGreenCtxWaitEvent(greenB, event));
     lesson24::launchLoad(reinterpret_cast<CUfunction>(loadWord), words.at(kWritten), words.at(kSawWithWait), streamB);
+    const bool controlRan =
+        lesson24::waitForChange(words, kSawWithoutWait, lesson24::kNotRead, lesson24::kControlBound);
+    lesson24::openAfterHold(words, kGate);
     CHECK_DRIVER(cuStreamSynchronize(streamB));
     CHECK_DRIVER(cuStreamSynchronize(streamA));
+    std::printf("B's kernel before cuGreenCtxWaitEvent read: %u (the control: 0 = A's kernel was held)\n",
+                words.read(kSawWithoutWait));
     std::printf("B's kernel after cuGreenCtxWaitEvent read: %u (1 = A's kernel had finished)\n",
                 words.read(kSawWithWait));
-
-    // Step 4: the same pair without the record and the wait: nothing orders them. This is the
-    // control of step 3's check, which is decided here.
-    course::printStep(4, "the same pair without the wait");
-    words.write(kWritten, 0);
-    lesson24::launchSpin(reinterpret_cast<CUfunction>(spin), 1, kWriterNs, 0, words.at(kWritten), 1, streamA);
-    lesson24::launchLoad(reinterpret_cast<CUfunction>(loadWord), words.at(kWritten), words.at(kSawWithoutWait),
-                         streamB);
-    CHECK_DRIVER(cuStreamSynchronize(streamB));
-    CHECK_DRIVER(cuStreamSynchronize(streamA));
-    std::printf("B's kernel without the wait read: %u (0 = it ran while A's kernel was still spinning)\n",
-                words.read(kSawWithoutWait));
     lesson24::checkOrder(verdict, "B's kernel, queued after cuGreenCtxWaitEvent, read what A's kernel wrote",
-                         words.read(kSawWithWait) == 1, words.read(kSawWithoutWait) != 1);
+                         words.read(kSawWithWait) == 1 && words.read(kSawWithoutWait) == 0, controlRan);
 
-    // Step 5: streams before their green contexts (cuGreenCtxDestroy does not destroy them, and
+    // Step 4: streams before their green contexts (cuGreenCtxDestroy does not destroy them, and
     // every later call on them fails), then the rest, newest first.
-    course::printStep(5, "release everything, newest first");
+    course::printStep(4, "release everything, newest first");
     CHECK_DRIVER(cuEventDestroy(event));
     CHECK_DRIVER(cuMemFreeHost(words.host));
     CHECK_DRIVER(cuLibraryUnload(library));
@@ -185,7 +204,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
     std::printf("released: event, host words, library, streams, green contexts, primary context\n");
 
-    course::printStep(6, "check");
+    course::printStep(5, "check");
     return verdict.finish();
 #endif
 }

@@ -10,9 +10,10 @@
 //                       (an error code after a device error); "not supported" in a capture; a
 //                       CUDA call inside it "will result in CUDA_ERROR_NOT_PERMITTED".
 // Neither may make CUDA calls, nor wait for work that is not ordered before it. Here each one
-// sits between two kernels: the first stores 1 after spinning 20 ms, the host function reads that
-// word and stores 2 in another, the second kernel reads that one. A host function run too early
-// reads 0; a kernel run before the host function reads 0.
+// sits between two kernels: the first holds until the host opens its gate and then stores 1, the
+// host function reads that word and stores 2 in another, the second kernel reads that one. While
+// the first kernel is held the host looks: nothing queued behind it may have run, and no word may
+// be written yet. A host function run too early reads 0; a kernel run before it reads 0.
 //
 //   host_work [--device N]
 #include <cuda.h>
@@ -20,6 +21,7 @@
 #include <atomic>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "../common/check_driver.h"
 #include "../common/course_util.h"
@@ -28,8 +30,7 @@
 
 namespace {
 
-constexpr unsigned long long kFirstKernelNs = 20 * lesson24::kMillisecond;
-enum Word { kFirstKernelWrote = 0, kHostWrote = 1, kSecondKernelSaw = 2, kWords = 3 };
+enum Word { kFirstKernelWrote, kHostWrote, kSecondKernelSaw, kGate, kStarted, kWords };
 
 // What a host function saw and was given. Written by the host function, on a thread the driver
 // calls it from (cuda.h does not say which), read by main after cuStreamSynchronize: atomics.
@@ -63,21 +64,31 @@ void CUDA_CB countCall(void* userData) {
     ++*static_cast<std::atomic<int>*>(userData);
 }
 
-// kernel -> host work (queued by `enqueueHost`) -> kernel, on one stream; checks both orders.
+// gated kernel -> host work (queued by `enqueueHost`) -> kernel, on one stream; checks both
+// orders. The words start at 0 and the gate shut; the host opens it once the kernel has started
+// and lesson24::kHoldBeforeOpening has passed with nothing behind it run.
 template <class EnqueueHost>
 void betweenKernels(const char* what, const lesson24::Kernels& k, const lesson24::HostWords& words, CUstream stream,
                     HostStep& step, course::Verdict& verdict, EnqueueHost enqueueHost) {
     words.clear(kWords);
-    lesson24::launchSpin(k.spin, 1, kFirstKernelNs, 0, words.at(kFirstKernelWrote), 1, stream);
+    lesson24::launchGated(k.gate, words, kGate, kStarted, kFirstKernelWrote, stream);
     enqueueHost();
     lesson24::launchLoad(k.loadWord, words.at(kHostWrote), words.at(kSecondKernelSaw), stream);
+    const bool started = lesson24::waitForWord(words, kStarted, 1, lesson24::kControlBound);
+    std::this_thread::sleep_for(lesson24::kHoldBeforeOpening);
+    const bool nothingYet = started && step.calls == 0 && words.read(kFirstKernelWrote) == 0 &&
+                            words.read(kHostWrote) == 0 && words.read(kSecondKernelSaw) == 0;
+    words.write(kGate, 1);
     CHECK_DRIVER(cuStreamSynchronize(stream));
+    std::printf("%s while the first kernel was held: %s\n", what,
+                nothingYet ? "not called, no word written" : "called, or a word written, or the kernel not started");
     std::printf("%s: calls %d, read the first kernel's word: %u (1 = that kernel had finished)\n", what,
                 step.calls.load(), step.saw.load());
     std::printf("second kernel, after the %s: read %u (2 = the %s had run)\n", what, words.read(kSecondKernelSaw),
                 what);
     const std::string name(what);
-    verdict.check(("the " + name + " ran once, after the kernel before it").c_str(), step.calls == 1 && step.saw == 1);
+    verdict.check(("the " + name + " ran once, after the kernel before it").c_str(),
+                  nothingYet && step.calls == 1 && step.saw == 1);
     verdict.check(("the kernel after the " + name + " saw its write").c_str(), words.read(kSecondKernelSaw) == 2);
 }
 

@@ -18,6 +18,7 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -39,8 +40,11 @@ constexpr cuuint64_t kRelease = (1ull << 32) | kBefore;  // same low 32 bits: on
 constexpr unsigned int kPayload = 42;
 constexpr unsigned long long kWriterNs = 20 * lesson24::kMillisecond;
 constexpr auto kWatchdogTimeout = std::chrono::seconds(10);
+// Step 3: how long the host looks at the ack word before it opens the gate.
 constexpr auto kHold = std::chrono::milliseconds(100);
-enum Word { kGate = 0, kAck = 1, kSeen = 2, kWords = 3 };
+// Step 2's control reads the flag's first 4 bytes as its low half: so on a little-endian host.
+static_assert(std::endian::native == std::endian::little, "the 32-bit control reads the flag's first 4 bytes");
+enum Word { kGate = 0, kAck = 1, kSeen = 2, kLowHalf = 3, kWriterGate = 4, kWords = 5 };
 
 std::atomic_ref<cuuint64_t> flagOf(void* host) {
     return std::atomic_ref<cuuint64_t>(*static_cast<cuuint64_t*>(host));
@@ -85,14 +89,19 @@ void exitOnError(CUresult result) {
     if (result != CUDA_SUCCESS) std::exit(EXIT_FAILURE);
 }
 
-// Step 2: the writer is queued first: a kernel that stores the payload after 20 ms, the 64-bit
-// write of the flag, and an event. Then the waiter: a wait until the flag equals kRelease, a
-// 32-bit write of 1 to the seen word, a wait for the writer's event, and a kernel that reads
-// the payload. As cuda.h asks (cuda.h:16885-16890), the kernel's order is expressed with the
-// event too; what only the memory operations order is the seen word, a memory operation that
-// the host watches: it must stay 0 until the flag holds all 64 bits. The flag starts with the
-// same low 32 bits as kRelease, so only a 64-bit compare holds the wait. Flag and seen word are
-// in mapped host memory, where a watchdog thread can release a wait that never ends.
+// Step 2. The writer is queued first: a 32-bit wait on its gate word, which only the host opens;
+// a kernel that stores the payload after 20 ms; the 64-bit write of the flag; an event. Then the
+// waiter: a 32-bit wait on the flag's low half, and a write of 1 to the low-half word (the
+// control: the flag starts with the same low 32 bits as kRelease, so a 32-bit compare lets the
+// waiter through at once); the 64-bit wait until the flag equals kRelease, and a write of 1 to the
+// seen word; a wait for the writer's event, and a kernel that reads the payload. As cuda.h asks
+// (cuda.h:16885-16890), the kernel's order is expressed with the event too; what only the memory
+// operations order is the seen word, which the host watches: it must stay 0 while the flag still
+// differs, and be 1 at the end. The host keeps the writer's gate shut until the control has
+// passed and lesson24::kHoldBeforeOpening more, so that the 64-bit wait has to hold while the
+// host looks, whatever the timing. No CUDA task is on the other side of the writer's gate: the
+// host opens it. Flag and words are in mapped host memory, where a watchdog thread can release
+// every wait.
 void writerReleasesWaiter(const lesson24::Kernels& kernels, const lesson24::HostWords& words, CUstream writer,
                           CUstream waiter, course::Verdict& verdict) {
     void* flagHost = nullptr;
@@ -107,40 +116,63 @@ void writerReleasesWaiter(const lesson24::Kernels& kernels, const lesson24::Host
     const CUdeviceptr loaded = data + sizeof(unsigned int);
     CUevent written = nullptr;  // recorded on the writer after its write of the flag
     CHECK_DRIVER(cuEventCreate(&written, CU_EVENT_DISABLE_TIMING));
+    CHECK_DRIVER(course::streamWaitValue32(writer, words.at(kWriterGate), 1, CU_STREAM_WAIT_VALUE_EQ));
     lesson24::launchSpin(kernels.spin, 1, kWriterNs, 0, payload, kPayload, writer);
     CHECK_DRIVER(course::streamWriteValue64(writer, flag, kRelease, 0));
     CHECK_DRIVER(cuEventRecord(written, writer));
+    CHECK_DRIVER(course::streamWaitValue32(waiter, flag, static_cast<cuuint32_t>(kRelease), CU_STREAM_WAIT_VALUE_EQ));
+    CHECK_DRIVER(course::streamWriteValue32(waiter, words.at(kLowHalf), 1, 0));
     CHECK_DRIVER(course::streamWaitValue64(waiter, flag, kRelease, CU_STREAM_WAIT_VALUE_EQ));
     CHECK_DRIVER(course::streamWriteValue32(waiter, words.at(kSeen), 1, 0));
     CHECK_DRIVER(cuStreamWaitEvent(waiter, written, 0));
     lesson24::launchLoad(kernels.loadWord, payload, loaded, waiter);
-    Watchdog watchdog([flagHost] { flagOf(flagHost).store(kRelease); });
-    // Until the flag holds kRelease (from the writer, or from the watchdog after 10 s): read
-    // the seen word, then the flag. A 1 in the seen word while the flag still differed means
-    // the wait let the waiter through before the write.
+    Watchdog watchdog([flagHost, &words] {
+        flagOf(flagHost).store(kRelease);
+        words.write(kWriterGate, 1);
+    });
+    // One look: the seen word, then the flag. A 1 in the seen word while the flag still differed
+    // means the 64-bit wait let the waiter through before the write. True once the flag is kRelease.
     int looks = 0;
     bool seenEarly = false;
-    for (;;) {
+    auto look = [&] {
         const unsigned int seenNow = words.read(kSeen);
-        if (flagOf(flagHost).load() == kRelease) break;
+        if (flagOf(flagHost).load() == kRelease) return true;
         ++looks;
         seenEarly = seenEarly || seenNow != 0;
+        return false;
+    };
+    const bool lowHalfPassed = lesson24::waitForWord(words, kLowHalf, 1, lesson24::kControlBound);
+    for (const auto until = std::chrono::steady_clock::now() + lesson24::kHoldBeforeOpening;
+         std::chrono::steady_clock::now() < until;)
+        look();
+    const CUresult pending = cuEventQuery(written);  // CUDA_ERROR_NOT_READY is an answer here
+    const CUresult queryFailed =
+        pending == CUDA_SUCCESS || pending == CUDA_ERROR_NOT_READY ? CUDA_SUCCESS : REPORT_DRIVER(pending);
+    words.write(kWriterGate, 1);
+    while (!look()) {
     }
     const CUresult waited = REPORT_DRIVER(cuStreamSynchronize(waiter));
     const CUresult wrote = REPORT_DRIVER(cuStreamSynchronize(writer));
     const bool watchdogFired = watchdog.stop();
+    exitOnError(queryFailed);
     exitOnError(waited);
     exitOnError(wrote);
     unsigned int read[2] = {};
     CHECK_DRIVER(cuMemcpyDtoH(read, data, sizeof(read)));
+    std::printf("32-bit wait on the flag's low half, writer held (the control): %s\n",
+                lowHalfPassed ? "passed" : "still waiting");
+    verdict.check("a 32-bit wait on the flag's low half passed while the writer was held", lowHalfPassed);
+    std::printf("writer's event while the writer was held: %s\n", course::driverErrorName(pending));
+    verdict.check("the writer's event was pending while the writer was held", pending == CUDA_ERROR_NOT_READY);
     std::printf("flag after both streams: 0x%llx\n", static_cast<unsigned long long>(flagOf(flagHost).load()));
     // How many readings the host made depends on the machine: the check needs only some.
     std::printf("seen word while the flag still held 0x%llx: %s (%s)\n", static_cast<unsigned long long>(kBefore),
                 seenEarly ? "1 at least once" : "always 0", looks > 0 ? "read by the host" : "never read by the host");
+    std::printf("seen word after both streams: %u (1 = the waiter wrote it)\n", words.read(kSeen));
     std::printf("wait released by: %s\n", watchdogFired ? "the watchdog" : "the writer stream");
-    std::printf("waiter's kernel read the payload: %u (%u = it ran after the writer's kernel)\n", read[1],
-                kPayload);
-    verdict.check("the waiter's wait held until all 64 bits of the flag matched", looks > 0 && !seenEarly);
+    std::printf("waiter's kernel read the payload: %u (%u = it ran after the writer's kernel)\n", read[1], kPayload);
+    verdict.check("the waiter's wait held until all 64 bits of the flag matched",
+                  looks > 0 && !seenEarly && words.read(kSeen) == 1);
     verdict.check("the writer stream released the wait, not the watchdog", !watchdogFired);
     verdict.check("the waiter's kernel, queued behind both waits, saw the payload", read[1] == kPayload);
     CHECK_DRIVER(cuEventDestroy(written));

@@ -45,9 +45,14 @@ CUstream streamWithPriority(int asked, const char* what, int& got) {
 // cuStreamSynchronize(target) returns. With `floodBlocks` > 0 the flood is launched first on
 // `flood`, and the short kernel only once the flood's first block has stored its tag (so at least
 // that block had started when the short kernel is queued); `allStarted` turns false when it never did.
+// With none, `flood` must have nothing pending (cuStreamQuery): `floodIdle` turns false otherwise.
 double shortLatency(const lesson24::Kernels& k, const lesson24::HostWords& words, CUstream target, CUstream flood,
-                    unsigned int floodBlocks, unsigned int& tag, bool& allStarted) {
-    if (floodBlocks > 0) {
+                    unsigned int floodBlocks, unsigned int& tag, bool& allStarted, bool& floodIdle) {
+    if (floodBlocks == 0) {
+        const CUresult pending = cuStreamQuery(flood);  // CUDA_ERROR_NOT_READY: a flood still runs
+        if (pending != CUDA_ERROR_NOT_READY) CHECK_DRIVER(pending);
+        floodIdle = floodIdle && pending == CUDA_SUCCESS;
+    } else {
         ++tag;
         lesson24::launchSpin(k.spin, floodBlocks, kFloodBlockNs, words.at(0), 0, tag, flood);
         // After one timeout the flood no longer waits: the check has failed already.
@@ -134,20 +139,24 @@ int main(int argc, char** argv) {
         int smCount = 0;
         CHECK_DRIVER(cuDeviceGetAttribute(&smCount, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device));
         const unsigned int floodBlocks = static_cast<unsigned int>(smCount * blocksPerSm) * kFloodWaves;
-        std::printf(
-            "flood: %u blocks (%d SMs x %d resident blocks x %u waves), each spins %.0f us, stream priority %d\n",
-            floodBlocks, smCount, blocksPerSm, kFloodWaves, kFloodBlockNs / 1e3, least);
-        std::printf("short kernel: 1 block, spins %.0f us\n", kShortNs / 1e3);
         CUstream flood = nullptr;  // its own stream, at the least priority, like `low`
         CHECK_DRIVER(cuStreamCreateWithPriority(&flood, CU_STREAM_NON_BLOCKING, least));
+        int floodPriority = 0;
+        CHECK_DRIVER(cuStreamGetPriority(flood, &floodPriority));
+        std::printf(
+            "flood: %u blocks (%d SMs x %d resident blocks x %u waves), each spins %.0f us, stream priority %d\n",
+            floodBlocks, smCount, blocksPerSm, kFloodWaves, kFloodBlockNs / 1e3, floodPriority);
+        std::printf("short kernel: 1 block, spins %.0f us\n", kShortNs / 1e3);
+        verdict.check("the flood's stream has the least priority", floodPriority == least);
         const int samples = bench ? 51 : 15;
         std::vector<double> alone, same, greater;
         unsigned int tag = 0;
         bool allStarted = true;
+        bool floodIdle = true;
         for (int sample = -2; sample < samples; ++sample) {  // two untimed rounds first
-            const double a = shortLatency(kernels, words, high, flood, 0, tag, allStarted);
-            const double b = shortLatency(kernels, words, low, flood, floodBlocks, tag, allStarted);
-            const double c = shortLatency(kernels, words, high, flood, floodBlocks, tag, allStarted);
+            const double a = shortLatency(kernels, words, high, flood, 0, tag, allStarted, floodIdle);
+            const double b = shortLatency(kernels, words, low, flood, floodBlocks, tag, allStarted, floodIdle);
+            const double c = shortLatency(kernels, words, high, flood, floodBlocks, tag, allStarted, floodIdle);
             if (sample < 0) continue;
             alone.push_back(a);
             same.push_back(b);
@@ -156,6 +165,7 @@ int main(int argc, char** argv) {
         CHECK_DRIVER(cuStreamDestroy(flood));
         verdict.check("the flood's first block had started before each short kernel beside it was launched",
                       allStarted);
+        verdict.check("no flood was pending when the short kernel ran alone", floodIdle);
         const double a = course::median(alone);
         const double b = course::median(same);
         const double c = course::median(greater);

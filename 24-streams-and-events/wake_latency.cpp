@@ -14,7 +14,10 @@
 //   cuStreamWriteValue32 to a mapped host word, which the host thread polls
 // Before it opens the gate the host checks that no way has signalled yet: everything after the
 // kernel must still be pending, whatever the clock says; and every wake must be stamped after
-// the gate opened (t1 > t0), which for the host function is taken on another thread.
+// the gate opened (t1 > t0), which for the host function is taken on another thread. Then what
+// the two events' waits cost the waiting thread: its CPU time (CLOCK_THREAD_CPUTIME_ID) while
+// cuEventSynchronize waits for a 50 ms kernel. A thread that blocks uses little of it; one that
+// busy-waits, nearly all.
 //
 //   wake_latency               21 rounds of each way (2 untimed first), medians printed
 //   wake_latency --bench       201 rounds of each, and "bench:" lines
@@ -25,6 +28,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -42,10 +46,18 @@ const char* const kWayNames[kWays] = {"cuEventSynchronize, CU_EVENT_BLOCKING_SYN
 enum Word { kStarted = 0, kGate = 1, kDone = 2, kFlag = 3, kWords = 4 };
 constexpr unsigned long long kGateTimeoutNs = 1000 * lesson24::kMillisecond;
 constexpr auto kHostTimeout = std::chrono::seconds(2);
+constexpr unsigned long long kCpuKernelNs = 50 * lesson24::kMillisecond;  // step 3's kernel
 
 long long steadyNs() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
+}
+
+// The calling thread's CPU time (POSIX CLOCK_THREAD_CPUTIME_ID), in nanoseconds.
+long long threadCpuNs() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<long long>(t.tv_sec) * 1000000000LL + t.tv_nsec;
 }
 
 // The host function's record: how often it ran, and when it last started.
@@ -110,6 +122,19 @@ double oneRound(Setup& s, Way way, unsigned int tag, bool& early, bool& lost) {
     return static_cast<double>(t1 - t0) / 1e3;
 }
 
+// Step 3: a 50 ms kernel, `event` recorded behind it, cuEventSynchronize: the share of the wait
+// (wall clock) that the waiting thread spent on a CPU, in percent.
+double cpuShareOfWait(Setup& s, CUevent event) {
+    lesson24::launchSpin(s.kernels.spin, 1, kCpuKernelNs, 0, 0, 0, s.stream);
+    CHECK_DRIVER(cuEventRecord(event, s.stream));
+    const long long wall0 = steadyNs();
+    const long long cpu0 = threadCpuNs();
+    CHECK_DRIVER(cuEventSynchronize(event));
+    const long long cpu1 = threadCpuNs();
+    const long long wall1 = steadyNs();
+    return 100.0 * static_cast<double>(cpu1 - cpu0) / static_cast<double>(wall1 - wall0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -166,9 +191,19 @@ int main(int argc, char** argv) {
     verdict.check("no way signalled before the host opened the gate", !anyEarly);
     verdict.check("every kernel saw its gate and every way woke the host", !anyLost);
 
-    // Step 3: medians and the 90th percentile. Printed, never checked: they belong to this GPU,
-    // this CPU and this driver.
-    course::printStep(3, "what each way costs, gate to wake");
+    // Step 3: cuda.h says a thread waiting on a CU_EVENT_BLOCKING_SYNC event will "block", on a
+    // default event "busy-wait" (cuda.h:16079-16083). The check asks of the blocking wait only
+    // that the thread spent under half of it on a CPU; the default one's share is printed.
+    course::printStep(3, "the waiting thread's CPU time during a 50 ms wait");
+    const double blockingShare = cpuShareOfWait(s, s.events[kBlockingEvent]);
+    const double spinningShare = cpuShareOfWait(s, s.events[kSpinningEvent]);
+    std::printf("on a CPU while waiting, CU_EVENT_BLOCKING_SYNC event: %.0f %% of the wait\n", blockingShare);
+    std::printf("on a CPU while waiting, default (spinning) event: %.0f %% of the wait\n", spinningShare);
+    verdict.check("the thread waiting on the CU_EVENT_BLOCKING_SYNC event left the CPU", blockingShare < 50.0);
+
+    // Step 4: medians and the 90th percentile. Printed, never checked: they belong to this GPU,
+    // this CPU and this driver, and change from run to run.
+    course::printStep(4, "what each way costs, gate to wake");
     for (int way = 0; way < kWays; ++way) {
         std::vector<double>& samples = latencies[way];
         if (samples.empty()) continue;
@@ -179,7 +214,7 @@ int main(int argc, char** argv) {
         if (bench) std::printf("bench: gate to wake, %s = %.1f us\n", kWayNames[way], median);
     }
 
-    course::printStep(4, "release everything, newest first");
+    course::printStep(5, "release everything, newest first");
     CHECK_DRIVER(cuMemFreeHost(s.words.host));
     CHECK_DRIVER(cuEventDestroy(s.events[kSpinningEvent]));
     CHECK_DRIVER(cuEventDestroy(s.events[kBlockingEvent]));
@@ -188,6 +223,6 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
     std::printf("released: host words, events, stream, module, primary context\n");
 
-    course::printStep(5, "check");
+    course::printStep(6, "check");
     return verdict.finish();
 }

@@ -233,6 +233,9 @@ constexpr int kMemOpsV2Version = 11070;
 
 #if CUDA_VERSION >= 12000
 constexpr CUdevice_attribute kCanUse64BitMemOps = CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS;
+inline CUresult streamWaitValue32(CUstream s, CUdeviceptr a, cuuint32_t v, unsigned int f) {
+    return cuStreamWaitValue32(s, a, v, f);
+}
 inline CUresult streamWaitValue64(CUstream s, CUdeviceptr a, cuuint64_t v, unsigned int f) {
     return cuStreamWaitValue64(s, a, v, f);
 }
@@ -247,6 +250,9 @@ inline CUresult streamBatchMemOp(CUstream s, unsigned int count, CUstreamBatchMe
 }
 #elif CUDA_VERSION >= 11070
 constexpr CUdevice_attribute kCanUse64BitMemOps = CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V2;
+inline CUresult streamWaitValue32(CUstream s, CUdeviceptr a, cuuint32_t v, unsigned int f) {
+    return cuStreamWaitValue32_v2(s, a, v, f);
+}
 inline CUresult streamWaitValue64(CUstream s, CUdeviceptr a, cuuint64_t v, unsigned int f) {
     return cuStreamWaitValue64_v2(s, a, v, f);
 }

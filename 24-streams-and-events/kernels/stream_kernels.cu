@@ -55,3 +55,16 @@ extern "C" __global__ void gate(const unsigned int* gateWord, unsigned int tag, 
         opened = *reinterpret_cast<const volatile unsigned int*>(gateWord) == tag;
     publish(done, opened ? tag : 0u);
 }
+
+// Every block spins `nanoseconds` (long enough for the scheduler to spread the blocks over every
+// SM the kernel may use), then thread 0 writes the SM it ran on (%smid, a PTX special register:
+// where the thread was when it read it) to smOfBlock[blockIdx.x].
+extern "C" __global__ void sm_of_block(unsigned long long nanoseconds, unsigned int* smOfBlock) {
+    const unsigned long long start = nowNs();
+    while (nowNs() - start < nanoseconds) {
+    }
+    if (threadIdx.x != 0) return;
+    unsigned int sm = 0;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    publish(&smOfBlock[blockIdx.x], sm);
+}
