@@ -405,11 +405,11 @@ TEST_CASE("gl_interop: CUDA writes a GL buffer and a GL texture, and GL reads ba
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     requireChecksHeld(r);
-    for (const char* name : {"the OpenGL context is current on this thread",
-                             "the GL context runs on the chosen CUDA device",
-                             "the mapped pointer covers the GL buffer, no more, no less",
-                             "GL reads back every element the kernel wrote",
-                             "GL reads back every pixel CUDA copied into the texture", "no GL call raised an error"}) {
+    for (const char* name :
+         {"the OpenGL context is current on this thread", "the GL context runs on the chosen CUDA device",
+          "the mapped pointer covers the GL buffer, no more, no less", "GL reads back every element the kernel wrote",
+          "GL reads back every pixel CUDA copied into the texture", "no GL call raised an error",
+          "the GL context was let go from this thread before it was destroyed"}) {
         INFO(name);
         CHECK(checkOk(r.out, name));
     }
