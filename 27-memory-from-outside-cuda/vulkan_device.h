@@ -125,7 +125,7 @@ bool stillRunningAfterHold(Query query) {
 
 // Waits, at most kWaitLimit, until the work that `query` asks about has finished; false if it has
 // not by then. cuWaitExternalSemaphoresAsync waits "until the value of the semaphore is greater
-// than or equal to" the given one (cuda.h:16774-16781), and cuda.h gives that wait no time limit:
+// than or equal to" the given one (cuda.h:16774-16781), and cuda.h names no time limit for it:
 // work queued behind a value that never comes waits for ever, and so would cuEventSynchronize or
 // cuStreamSynchronize on it. So the host polls instead, and stops at the limit.
 template <typename Query>
