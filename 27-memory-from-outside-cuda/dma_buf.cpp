@@ -5,8 +5,9 @@
 // then reach the memory directly. cuMemGetHandleForAddressRange turns a range of CUDA device
 // memory into such a descriptor. The program asks the kernel what the descriptor is (its size and
 // its exporter, from /proc/self/fdinfo), tries to import it back into CUDA (cuda.h: supported
-// only on Jetson Thor and later), and closes it. Last, cuFlushGPUDirectRDMAWrites: what a
-// consumer of GPU memory calls after a third-party device wrote into it through RDMA.
+// only on Jetson Thor and later), closes it and checks that no descriptor of it is left. Last,
+// cuFlushGPUDirectRDMAWrites, which blocks until RDMA writes of a third-party device into GPU
+// memory are visible (cuda.h:5680-5700 also says where it is a no-op, and where it is not enough).
 //
 //   dma_buf               the walkthrough
 //   dma_buf --device N    another GPU
@@ -20,12 +21,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "../common/check_driver.h"
 #include "../common/course_util.h"
+#include "proc_fd.h"
 
 namespace {
 
@@ -55,33 +56,6 @@ constexpr const char* kImportCheck = "the dma-buf imported back reads as the wor
 void skipCheck(const char* name, const std::string& reason) {
     std::printf("check %s: SKIP (%s)\n", name, reason.c_str());
 }
-
-// One "label:\tvalue" line of /proc/self/fdinfo/FD, or empty.
-std::string fdinfoValue(int fd, const std::string& label) {
-    std::ifstream info("/proc/self/fdinfo/" + std::to_string(fd));
-    for (std::string line; std::getline(info, line);) {
-        if (line.rfind(label + ":", 0) != 0) continue;
-        const size_t value = line.find_first_not_of(" \t", label.size() + 1);
-        return value == std::string::npos ? "" : line.substr(value);
-    }
-    return "";
-}
-
-// A whole decimal number of bytes, as fdinfo lists it; false for anything else (strtoull with an
-// end-pointer check: no sign, no trailing text, no overflow).
-bool parseBytes(const std::string& text, unsigned long long& value) {
-    if (text.empty() || text[0] < '0' || text[0] > '9') return false;
-    char* end = nullptr;
-    errno = 0;
-    value = std::strtoull(text.c_str(), &end, 10);
-    return errno == 0 && end != nullptr && *end == '\0';
-}
-
-std::string fdTarget(int fd) {
-    char target[256] = {};
-    const ssize_t length = readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), target, sizeof(target) - 1);
-    return length > 0 ? std::string(target, static_cast<size_t>(length)) : "(unreadable)";
-}
 #endif
 
 const char* flushOptionsText(int options) {
@@ -93,16 +67,42 @@ const char* flushOptionsText(int options) {
     }
 }
 
+// Step 6. cuFlushGPUDirectRDMAWrites "Blocks until GPUDirect RDMA writes to the target context
+// via mappings created through APIs like nvidia_p2p_get_pages ... are visible to the specified
+// scope" (cuda.h:5682-5685), and is a no-op where the scope lies within the device's ordering
+// attribute (cuda.h:5687-5691). Not a remedy everywhere: where the platform has more than one
+// hardware path for RDMA writes (cuda.h points at CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE,
+// a flag of dma-buf exports), the driver reports ALL_DEVICES, the call is a no-op, and "when
+// these multiple paths are used simultaneously, it is the user's responsibility to ensure
+// ordering by using mechanisms outside the scope of CUDA" (cuda.h:5693-5700). Nothing here
+// writes through RDMA, so the call shows its use and its answer only.
+void flushRdmaWrites(int flushOptions, int ordering) {
+    if ((flushOptions & CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST) != 0) {
+        const CUresult flushed = cuFlushGPUDirectRDMAWrites(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
+                                                            CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER);
+        std::printf("cuFlushGPUDirectRDMAWrites(CURRENT_CTX, TO_OWNER): %s\n", course::driverErrorName(flushed));
+        CHECK_DRIVER(flushed);
+        // cuda.h compares the numbers: a scope that is at most the device's ordering makes it a no-op.
+        std::printf("a no-op here (writes ordering %d >= scope %d): %s\n", ordering,
+                    static_cast<int>(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER),
+                    ordering >= static_cast<int>(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER) ? "yes" : "no");
+    } else {
+        std::printf(
+            "section cuFlushGPUDirectRDMAWrites: SKIP (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_"
+            "OPTIONS has no HOST bit on this device)\n");
+    }
+}
+
 #if CUDA_VERSION >= 13000
 // Step 5: the dma-buf imported back into CUDA. cuda.h (cuda.h:16324-16331): the descriptor must
 // reference a dma_buf, the flags must be zero, and "Importing a dma_buf object is supported only
-// on Tegra Jetson platform starting with Thor series". The program tries anyway. The answer that
-// means "not here" is CUDA_ERROR_NOT_SUPPORTED ("not supported on the current system or device",
-// cuda.h:2998-3002; the H100 and H200 runs gave it): then the check prints SKIP with cuda.h's
-// reason. Any other refusal is a real failure: reported, exit 1. cuda.h gives the OPAQUE_FD
-// descriptor to the driver on a successful import and says nothing of a DMABUF_FD one, so the
-// program hands over a duplicate and, after a success, leaves it alone.
-void importBack(int fd, const std::vector<uint32_t>& expected, course::Verdict& verdict) {
+// on Tegra Jetson platform starting with Thor series". The program tries anyway. cuda.h names no
+// error code for an import that is not supported (the call's list, cuda.h:16350-16355, has none for
+// it), and nothing in cuda.h tells a Thor from another GPU: so any refusal makes the check print
+// SKIP, with the code the call returned and cuda.h's reason. cuda.h gives the OPAQUE_FD descriptor
+// to the driver on a successful import and says nothing of a DMABUF_FD one, so the program hands
+// over a duplicate and, after a success, leaves it alone. Returns that duplicate (-1: none).
+int importBack(int fd, const std::vector<uint32_t>& expected, course::Verdict& verdict) {
     CUDA_EXTERNAL_MEMORY_HANDLE_DESC desc{};
     desc.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_DMABUF_FD;
     desc.handle.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -118,13 +118,13 @@ void importBack(int fd, const std::vector<uint32_t>& expected, course::Verdict& 
     const CUresult imported = cuImportExternalMemory(&external, &desc);
     std::printf("cuImportExternalMemory(CU_EXTERNAL_MEMORY_HANDLE_TYPE_DMABUF_FD): %s\n",
                 course::driverErrorName(imported));
-    if (imported != CUDA_SUCCESS) close(desc.handle.fd);  // not imported: the duplicate is still the program's
-    if (imported == CUDA_ERROR_NOT_SUPPORTED) {
-        skipCheck(kImportCheck,
-                  "cuda.h: importing a dma_buf is supported only on Tegra Jetson platforms, from the Thor series on");
-        return;
+    if (imported != CUDA_SUCCESS) {
+        close(desc.handle.fd);  // not imported: the duplicate is still the program's
+        skipCheck(kImportCheck, std::string(course::driverErrorName(imported)) +
+                                    "; cuda.h: importing a dma_buf is supported only on Tegra Jetson platforms, "
+                                    "from the Thor series on");
+        return -1;
     }
-    CHECK_DRIVER(imported);  // any other answer than success or NOT_SUPPORTED ends the program here
     CUDA_EXTERNAL_MEMORY_BUFFER_DESC bufferDesc{};
     bufferDesc.size = kExportBytes;
     CUdeviceptr second = 0;
@@ -137,6 +137,7 @@ void importBack(int fd, const std::vector<uint32_t>& expected, course::Verdict& 
     verdict.check(kImportCheck, same == read.size());
     CHECK_DRIVER(cuMemFree(second));
     CHECK_DRIVER(cuDestroyExternalMemory(external));
+    return desc.handle.fd;
 }
 #endif
 
@@ -220,13 +221,14 @@ int main(int argc, char** argv) {
         // driver that exported it (exp_name); fstat gives the size too. Where fdinfo lists no size
         // (an older kernel), fstat's is the answer.
         course::printStep(4, "what the Linux kernel says about the descriptor");
-        const std::string listed = fdinfoValue(fd, "size");
-        const std::string exporter = fdinfoValue(fd, "exp_name");
+        const std::string listed = lesson27::fdinfoValue(fd, "size");
+        const std::string exporter = lesson27::fdinfoValue(fd, "exp_name");
         struct stat status {};
         const long long statSize = fstat(fd, &status) == 0 ? static_cast<long long>(status.st_size) : -1;
         unsigned long long size = static_cast<unsigned long long>(statSize);
-        const bool readable = listed.empty() || parseBytes(listed, size);
-        std::printf("/proc/self/fd link: %s\n", fdTarget(fd).c_str());
+        const bool readable = listed.empty() || lesson27::parseBytes(listed, size);
+        const std::string target = lesson27::fdTarget(fd);
+        std::printf("/proc/self/fd link: %s\n", target.c_str());
         std::printf("exporter (fdinfo exp_name): %s\n", exporter.empty() ? "(not listed)" : exporter.c_str());
         std::printf("size (fdinfo): %s bytes\n", listed.empty() ? "(not listed)" : listed.c_str());
         if (!readable) std::printf("size (fdinfo) is not a whole number of bytes: '%s'\n", listed.c_str());
@@ -234,11 +236,12 @@ int main(int argc, char** argv) {
         [[maybe_unused]] const bool sized =  // used by step 5 with 13.0 headers
             verdict.check("the kernel's dma-buf is as large as the exported range", readable && size == kExportBytes);
 
-        course::printStep(5, "import the dma-buf back into CUDA");
+        course::printStep(5, "import the dma-buf back into CUDA, then close the descriptor");
+        int handedOver = -1;  // a descriptor a successful import gave to the CUDA driver
 #if CUDA_VERSION >= 13000
         // The import asks for the 4 MiB range: tried only where the dma-buf is that size (else step 4 failed).
         if (sized)
-            importBack(fd, words, verdict);
+            handedOver = importBack(fd, words, verdict);
         else
             skipCheck(kImportCheck, "the dma-buf is not the exported range's size");
 #else
@@ -248,31 +251,17 @@ int main(int argc, char** argv) {
                                     "cuda.h has CU_EXTERNAL_MEMORY_HANDLE_TYPE_DMABUF_FD; 12.4's and 11.8's do not)");
 #endif
         close(fd);  // the memory stays CUDA's; only this descriptor goes
-        std::printf("dma-buf descriptor: closed\n");
+        // The kernel keeps a dma-buf while any descriptor of it is open: the process lists its own.
+        const int left = lesson27::descriptorsOn(status, target, handedOver);
+        std::printf("descriptors of this process still on the dma-buf: %d%s\n", left,
+                    left < 0 ? " (/proc/self/fd unreadable)" : "");
+        verdict.check("the program closed its dma-buf descriptors", left == 0);
     }
 #endif
     if (!skip.empty()) std::printf("section dma-buf: SKIP (%s)\n", skip.c_str());
 
-    // Step 6: cuFlushGPUDirectRDMAWrites. A third-party device (a network card) that writes into
-    // GPU memory through RDMA (nvidia_p2p_get_pages, or a dma-buf like the one above) may not
-    // have its writes ordered with the GPU's own accesses; the call blocks until those writes
-    // are visible to the given scope (cuda.h:5682-5685), and is a no-op where the device's
-    // ordering attribute already covers that scope (cuda.h:5687-5691). Nothing here writes
-    // through RDMA, so the call shows its use and its answer only.
     course::printStep(6, "cuFlushGPUDirectRDMAWrites, where the device supports it");
-    if ((flushOptions & CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST) != 0) {
-        CHECK_DRIVER(cuFlushGPUDirectRDMAWrites(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
-                                                CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER));
-        std::printf("cuFlushGPUDirectRDMAWrites(CURRENT_CTX, TO_OWNER): CUDA_SUCCESS\n");
-        // cuda.h compares the numbers: a scope that is at most the device's ordering makes it a no-op.
-        std::printf("a no-op here (writes ordering %d >= scope %d): %s\n", ordering,
-                    static_cast<int>(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER),
-                    ordering >= static_cast<int>(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER) ? "yes" : "no");
-    } else {
-        std::printf(
-            "section cuFlushGPUDirectRDMAWrites: SKIP (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_"
-            "OPTIONS has no HOST bit on this device)\n");
-    }
+    flushRdmaWrites(flushOptions, ordering);
 
     course::printStep(7, "release");
     CHECK_DRIVER(cuMemFree(allocation));

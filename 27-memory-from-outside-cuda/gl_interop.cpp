@@ -46,15 +46,20 @@ bool isTexel(const unsigned char* pixel, unsigned int x, unsigned int y) {
 }
 
 // Everything EGL that exists, newest first: the context let go from this thread, the context
-// and its surface, the display (eglTerminate, eglReleaseThread), then the library.
-void releaseEgl(lesson27::Egl& egl, course::EglDeviceDisplay& display, lesson27::GlContext& glContext) {
+// and its surface, the display (eglTerminate, eglReleaseThread), then the library. The EGL
+// specification destroys a context that is current only once it is current to no thread: let go
+// first, eglDestroyContext destroys it then and there. True: no context was current on this
+// thread when the GL context was destroyed.
+bool releaseEgl(lesson27::Egl& egl, course::EglDeviceDisplay& display, lesson27::GlContext& glContext) {
     if (glContext.context != EGL_NO_CONTEXT && egl.getCurrentContext() == glContext.context &&
         !egl.makeCurrent(display.display, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT))
         course::reportEglError(egl.core, "eglMakeCurrent(display, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT)");
+    const bool letGo = egl.getCurrentContext() == EGL_NO_CONTEXT;
     lesson27::destroyGlContext(egl, display.display, glContext);
     course::closeEglDeviceDisplay(egl.core, display);
     dlclose(egl.library);
     egl.library = nullptr;
+    return letGo;
 }
 
 // Step 5: a GL buffer, written by a CUDA kernel through the mapped pointer, read back by GL.
@@ -278,8 +283,10 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuCtxDestroy(context));
     std::printf("GL errors after the calls made through GL_CHECK: %d\n", gl.errors);
     verdict.check("no GL call raised an error", gl.errors == 0);
-    releaseEgl(egl, display, glContext);
+    const bool letGo = releaseEgl(egl, display, glContext);
     std::printf("released: stream, module, CUDA context, GL context, EGL display, libEGL.so.1\n");
+    std::printf("a context current on this thread when the GL context was destroyed: %s\n", letGo ? "no" : "yes");
+    verdict.check("the GL context was let go from this thread before it was destroyed", letGo);
     return verdict.finish();
 }
 #else

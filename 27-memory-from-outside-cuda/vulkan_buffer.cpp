@@ -21,11 +21,9 @@ int main(int argc, char** argv) {
 #include <cuda.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "../common/check_driver.h"
@@ -38,7 +36,11 @@ using lesson27::Vulkan;
 constexpr int kCount = 1 << 18;                             // elements of the shared buffer
 constexpr VkDeviceSize kBytes = kCount * sizeof(uint32_t);  // 1 MiB
 constexpr VkDeviceSize kUpdateChunk = 65536;                // the Vulkan spec's most for one vkCmdUpdateBuffer
-constexpr auto kHold = std::chrono::milliseconds(200);      // how long the host watches a held side
+// The exported allocation has room for the buffer twice (one allocation may hold several
+// resources), unless the driver wants it dedicated. Then the import size (the whole allocation)
+// and the mapped size (the buffer) differ, as cuda.h's two sizes may, and a run shows which one the
+// program passed to the import.
+constexpr VkDeviceSize kAllocationBytes = 2 * kBytes;
 constexpr VkBufferUsageFlags kSharedUsage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
 
 // What Vulkan writes into element i: a multiplicative hash, so that neighbours differ and a
@@ -63,7 +65,11 @@ VkBufferMemoryBarrier bufferBarrier(VkBuffer buffer, VkAccessFlags from, VkAcces
 // Vulkan's first batch: fill the shared buffer with transfer commands (no shader, so no SPIR-V
 // to ship), then release it to VK_QUEUE_FAMILY_EXTERNAL: the buffer's contents are handed to an
 // API outside this Vulkan instance, and the batch's semaphore signal comes after the release.
-void recordWrite(const Vulkan& vk, VkCommandBuffer commands, VkBuffer shared, const std::vector<uint32_t>& values) {
+// vkCmdUpdateBuffer copies its data into the command buffer as it is recorded (the Vulkan
+// specification), so `values` need not outlive this function.
+void recordWrite(const Vulkan& vk, VkCommandBuffer commands, VkBuffer shared) {
+    std::vector<uint32_t> values(kCount);
+    for (uint32_t i = 0; i < kCount; ++i) values[i] = vulkanValue(i);
     lesson27::beginCommands(vk, commands);
     const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
     for (VkDeviceSize offset = 0; offset < kBytes; offset += kUpdateChunk)
@@ -113,21 +119,35 @@ void queueCudaWork(CUstream stream, CUexternalSemaphore timeline, CUexternalSema
     CHECK_DRIVER(cuSignalExternalSemaphoresAsync(&timeline, &signalDone, 1, stream));
 }
 
-// Whether the work before `event` is still unfinished after the host has watched it for kHold.
-bool cudaHeld(CUevent event) {
-    std::this_thread::sleep_for(kHold);
-    const CUresult state = cuEventQuery(event);
-    if (state == CUDA_ERROR_NOT_READY) return true;
-    CHECK_DRIVER(state);
-    return false;
-}
+// What the host saw in step 7. Each side is held while the value it waits for is missing (kHold)
+// and runs once the value comes (within kWaitLimit): "waited for the signal" takes both halves.
+struct Gate {
+    bool cudaHeld = false, kernelRan = false;      // CUDA's kernel, before and after Vulkan's signal
+    bool vulkanHeld = false, readBackRan = false;  // Vulkan's read-back, before and after CUDA's signal
+};
 
-bool vulkanHeld(const Vulkan& vk, VkFence fence) {
-    std::this_thread::sleep_for(kHold);
-    const VkResult state = vk.vkGetFenceStatus(vk.device, fence);
-    if (state == VK_NOT_READY) return true;
-    CHECK_VULKAN(state);
-    return false;
+// Step 7: the host opens the gate step by step. At 1, Vulkan writes and signals timeline = 1, and
+// CUDA's kernel runs; the Vulkan side is then watched from the kernel's end on. At 2, CUDA passes
+// its gate and signals timeline = 2, and Vulkan reads back. Stops where a side did not run in time.
+Gate openGate(const Vulkan& vk, VkSemaphore gate, CUevent kernelDone, CUstream stream, VkFence readDone) {
+    const long long holdMs = lesson27::kHold.count();
+    const long long limitS = lesson27::kWaitLimit.count();
+    Gate seen;  // what the host saw
+    seen.cudaHeld = lesson27::stillRunningAfterHold([&] { return cuEventQuery(kernelDone); });
+    std::printf("CUDA's kernel %lld ms after queuing, gate at 0: %s\n", holdMs, seen.cudaHeld ? "not run" : "ran");
+    lesson27::signalFromHost(vk, gate, 1);
+    seen.kernelRan = lesson27::finishedInTime([&] { return cuEventQuery(kernelDone); });
+    std::printf("CUDA's kernel once the gate is at 1, within %lld s: %s\n", limitS, seen.kernelRan ? "ran" : "not run");
+    if (!seen.kernelRan) return seen;
+    seen.vulkanHeld = lesson27::fenceUnsignalledAfterHold(vk, readDone);
+    std::printf("Vulkan's read-back %lld ms after CUDA's kernel, gate at 1: %s\n", holdMs,
+                seen.vulkanHeld ? "not run" : "ran");
+    lesson27::signalFromHost(vk, gate, 2);
+    seen.readBackRan =
+        lesson27::finishedInTime([&] { return cuStreamQuery(stream); }) && lesson27::fenceSignalledInTime(vk, readDone);
+    std::printf("Vulkan's read-back once the gate is at 2, within %lld s: %s\n", limitS,
+                seen.readBackRan ? "ran" : "not run");
+    return seen;
 }
 
 }  // namespace
@@ -165,24 +185,35 @@ int main(int argc, char** argv) {
     CUstream stream = nullptr;
     CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
 
-    // Step 4: CUDA imports the whole VkDeviceMemory, so the size is the allocation's (what
-    // vkGetBufferMemoryRequirements2 asked for), which may be more than the buffer's bytes; the
-    // buffer is then mapped from offset 0 for the bytes the program uses.
+    // Step 4: CUDA imports the whole VkDeviceMemory, so the size is the allocation's, here more than
+    // the buffer's bytes; the buffer is then mapped from offset 0 (where it is bound) for its bytes.
     course::printStep(4, "a Vulkan buffer, its memory exported as an fd, imported into CUDA");
     lesson27::ExportableMemory sharedMemory;
-    const VkBuffer shared = lesson27::createExportableBuffer(vk, kBytes, kSharedUsage, sharedMemory);
-    std::printf("buffer size: %llu bytes\n", static_cast<unsigned long long>(kBytes));
-    std::printf("allocation size (the import size): %llu bytes\n", static_cast<unsigned long long>(sharedMemory.size));
-    std::printf("dedicated allocation: %s (driver prefers it: %s, requires it: %s)\n",
-                sharedMemory.dedicated ? "yes" : "no", sharedMemory.prefersDedicated ? "yes" : "no",
-                sharedMemory.requiresDedicated ? "yes" : "no");
-    const CUexternalMemory external = lesson27::importMemory(lesson27::exportMemoryFd(vk, sharedMemory.memory),
-                                                             sharedMemory.size, sharedMemory.dedicated);
+    const VkBuffer shared = lesson27::createExportableBuffer(vk, kBytes, kSharedUsage, kAllocationBytes, sharedMemory);
+    std::printf("buffer size: %llu bytes; memory it requires (vkGetBufferMemoryRequirements2): %llu bytes\n",
+                static_cast<unsigned long long>(kBytes), static_cast<unsigned long long>(sharedMemory.required));
+    std::printf("allocation size: %llu bytes; dedicated: %s (driver prefers it: %s, requires it: %s)\n",
+                static_cast<unsigned long long>(sharedMemory.size), sharedMemory.dedicated ? "yes" : "no",
+                sharedMemory.prefersDedicated ? "yes" : "no", sharedMemory.requiresDedicated ? "yes" : "no");
+    const lesson27::ImportedMemory external = lesson27::importMemory(lesson27::exportMemoryFd(vk, sharedMemory.memory),
+                                                                     sharedMemory.size, sharedMemory.dedicated);
+    course::Verdict verdict;
+    verdict.check("CUDA imported the whole allocation",
+                  external.memory != nullptr && external.size == sharedMemory.size);
+    if (external.memory == nullptr) {  // refused (reported above): no CUDA work uses Vulkan's objects yet
+        CHECK_DRIVER(cuStreamDestroy(stream));
+        CHECK_DRIVER(cuModuleUnload(module));
+        CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+        vk.vkDestroyBuffer(vk.device, shared, nullptr);
+        vk.vkFreeMemory(vk.device, sharedMemory.memory, nullptr);
+        lesson27::closeVulkan(vk);
+        return verdict.finish();
+    }
     CUDA_EXTERNAL_MEMORY_BUFFER_DESC bufferDesc{};
     bufferDesc.offset = 0;
     bufferDesc.size = kBytes;
     CUdeviceptr sharedPtr = 0;
-    CHECK_DRIVER(cuExternalMemoryGetMappedBuffer(&sharedPtr, external, &bufferDesc));
+    CHECK_DRIVER(cuExternalMemoryGetMappedBuffer(&sharedPtr, external.memory, &bufferDesc));
     std::printf("mapped into CUDA: %llu bytes from offset 0\n", static_cast<unsigned long long>(bufferDesc.size));
     CUdeviceptr seen = 0;
     CHECK_DRIVER(cuMemAlloc(&seen, kBytes));
@@ -200,9 +231,7 @@ int main(int argc, char** argv) {
     lesson27::allocateCommandBuffers(vk, pool, 2, commands);
     lesson27::HostBuffer readback = lesson27::createHostBuffer(vk, kBytes, VK_BUFFER_USAGE_TRANSFER_DST_BIT);
     const VkFence readDone = lesson27::createFence(vk);
-    std::vector<uint32_t> values(kCount);
-    for (uint32_t i = 0; i < kCount; ++i) values[i] = vulkanValue(i);
-    recordWrite(vk, commands[0], shared, values);
+    recordWrite(vk, commands[0], shared);
     recordReadBack(vk, commands[1], shared, readback.buffer);
     CUevent kernelDone = nullptr;
     CHECK_DRIVER(cuEventCreate(&kernelDone, CU_EVENT_DISABLE_TIMING));
@@ -212,23 +241,19 @@ int main(int argc, char** argv) {
     std::printf("Vulkan write: waits gate >= 1, signals timeline = 1\n");
     std::printf("CUDA: waits timeline >= 1, kernel, waits gate >= 2, signals timeline = 2\n");
     std::printf("Vulkan read-back: waits timeline >= 2, then the fence\n");
+    // A side that did not run in time still waits: lesson27::endUnfinished says what can be released.
+    const auto unfinished = [&] {
+        CHECK_DRIVER(cuEventDestroy(kernelDone));
+        CHECK_DRIVER(cuStreamDestroy(stream));
+        return lesson27::endUnfinished(verdict, "CUDA's semaphores, mapping, memory, module; Vulkan's objects");
+    };
 
-    course::Verdict verdict;
     course::printStep(7, "open the gate step by step: each side waits for the other's value");
-    const bool cudaWaited = cudaHeld(kernelDone);
-    std::printf("CUDA's kernel %lld ms after queuing, gate at 0: %s\n", static_cast<long long>(kHold.count()),
-                cudaWaited ? "not run" : "ran");
-    verdict.check("CUDA waited for Vulkan's signal", cudaWaited);
-    lesson27::signalFromHost(vk, gate, 1);
-    lesson27::waitForValue(vk, timeline, 1);
-    CHECK_DRIVER(cuEventSynchronize(kernelDone));
-    const bool vulkanWaited = vulkanHeld(vk, readDone);
-    std::printf("Vulkan's read-back %lld ms after CUDA's kernel, gate at 1: %s\n",
-                static_cast<long long>(kHold.count()), vulkanWaited ? "not run" : "ran");
-    verdict.check("Vulkan waited for CUDA's signal", vulkanWaited);
-    lesson27::signalFromHost(vk, gate, 2);
-    CHECK_VULKAN(vk.vkWaitForFences(vk.device, 1, &readDone, VK_TRUE, lesson27::kWaitLimitNs));
-    CHECK_DRIVER(cuStreamSynchronize(stream));
+    const Gate opened = openGate(vk, gate, kernelDone, stream, readDone);
+    verdict.check("CUDA waited for Vulkan's signal", opened.cudaHeld && opened.kernelRan);
+    if (!opened.kernelRan) return unfinished();
+    verdict.check("Vulkan waited for CUDA's signal", opened.vulkanHeld && opened.readBackRan);
+    if (!opened.readBackRan) return unfinished();
     std::printf("timeline value at the end: %llu\n",
                 static_cast<unsigned long long>(lesson27::timelineValue(vk, timeline)));
 
@@ -247,16 +272,18 @@ int main(int argc, char** argv) {
     verdict.check("CUDA read what Vulkan wrote", readByCuda == kCount);
     verdict.check("Vulkan read what CUDA wrote", readByVulkan == kCount);
 
-    // Step 9: CUDA's imports go first (cuda.h:16405, 16483-16486: a mapped buffer is freed with
-    // cuMemFree before its external memory is destroyed; cuda.h:16834-16836: no signal or wait may be
-    // outstanding when a semaphore is destroyed), then Vulkan's objects, once its device is idle.
+    // Step 9: CUDA's imports go first, then Vulkan's objects, once its device is idle. cuda.h:16835-16836:
+    // a semaphore's waits and signals "must have completed before the semaphore is destroyed" (the
+    // stream is done). The mapped buffer is freed with cuMemFree (cuda.h:16405); cuda.h:16483-16486:
+    // once the external memory is destroyed, buffers mapped on it "must no longer be used and must be
+    // explicitly freed" — it sets no order between the two; the program frees the mapping first.
     course::printStep(9, "release: CUDA's imports, then Vulkan's objects, newest first");
     CHECK_DRIVER(cuEventDestroy(kernelDone));
     CHECK_DRIVER(cuDestroyExternalSemaphore(cuGate));
     CHECK_DRIVER(cuDestroyExternalSemaphore(cuTimeline));
     CHECK_DRIVER(cuMemFree(seen));
     CHECK_DRIVER(cuMemFree(sharedPtr));
-    CHECK_DRIVER(cuDestroyExternalMemory(external));
+    CHECK_DRIVER(cuDestroyExternalMemory(external.memory));
     CHECK_DRIVER(cuStreamDestroy(stream));
     CHECK_DRIVER(cuModuleUnload(module));
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));

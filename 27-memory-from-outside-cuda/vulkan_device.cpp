@@ -222,6 +222,22 @@ void closeVulkan(Vulkan& vk) {
     }
 }
 
+ImportedMemory importMemory(int fd, unsigned long long size, bool dedicated) {
+    CUDA_EXTERNAL_MEMORY_HANDLE_DESC desc{};
+    desc.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD;
+    desc.handle.fd = fd;
+    desc.size = size;
+    desc.flags = dedicated ? CUDA_EXTERNAL_MEMORY_DEDICATED : 0;
+    ImportedMemory imported;
+    imported.size = desc.size;
+    std::printf("import size (CUDA_EXTERNAL_MEMORY_HANDLE_DESC::size): %llu bytes\n", imported.size);
+    if (REPORT_DRIVER(cuImportExternalMemory(&imported.memory, &desc)) != CUDA_SUCCESS) {
+        close(fd);  // not imported: the descriptor is still the program's
+        imported.memory = nullptr;
+    }
+    return imported;
+}
+
 void signalFromHost(const Vulkan& vk, VkSemaphore semaphore, uint64_t value) {
     VkSemaphoreSignalInfo info{};
     info.sType = VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO;
@@ -236,13 +252,20 @@ uint64_t timelineValue(const Vulkan& vk, VkSemaphore semaphore) {
     return value;
 }
 
-void waitForValue(const Vulkan& vk, VkSemaphore semaphore, uint64_t value) {
-    VkSemaphoreWaitInfo info{};
-    info.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO;
-    info.semaphoreCount = 1;
-    info.pSemaphores = &semaphore;
-    info.pValues = &value;
-    CHECK_VULKAN(vk.vkWaitSemaphores(vk.device, &info, kWaitLimitNs));  // VK_TIMEOUT ends the program
+bool fenceUnsignalledAfterHold(const Vulkan& vk, VkFence fence) {
+    std::this_thread::sleep_for(kHold);
+    const VkResult state = vk.vkGetFenceStatus(vk.device, fence);
+    if (state == VK_NOT_READY) return true;
+    CHECK_VULKAN(state);
+    return false;
+}
+
+bool fenceSignalledInTime(const Vulkan& vk, VkFence fence) {
+    const uint64_t limitNs = std::chrono::duration_cast<std::chrono::nanoseconds>(kWaitLimit).count();
+    const VkResult result = vk.vkWaitForFences(vk.device, 1, &fence, VK_TRUE, limitNs);
+    if (result == VK_TIMEOUT) return false;
+    CHECK_VULKAN(result);
+    return true;
 }
 
 }  // namespace lesson27

@@ -21,10 +21,12 @@
 #include <cuda.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "../common/check_driver.h"
 #include "../common/course_util.h"
@@ -72,25 +74,21 @@ inline CudaDevice openCudaDevice(int ordinal) {
     return cuda;
 }
 
-// Imports an opaque fd of Vulkan memory into CUDA. `size` is the size of the whole VkDeviceMemory
-// (CUDA_EXTERNAL_MEMORY_HANDLE_DESC::size, "Size of the memory allocation", cuda.h:3839), which
-// may be more than the buffer or image in it; CUDA_EXTERNAL_MEMORY_DEDICATED tells CUDA that
-// Vulkan made it a dedicated allocation (one resource only). cuda.h:16239-16245: on success the
-// descriptor belongs to the CUDA driver, and the program must not touch it again; after a failure
-// it is still the program's, and is closed here.
-inline CUexternalMemory importMemory(int fd, unsigned long long size, bool dedicated) {
-    CUDA_EXTERNAL_MEMORY_HANDLE_DESC desc{};
-    desc.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD;
-    desc.handle.fd = fd;
-    desc.size = size;
-    desc.flags = dedicated ? CUDA_EXTERNAL_MEMORY_DEDICATED : 0;
+// What the programs passed to cuImportExternalMemory: the external memory (null where CUDA refused
+// it) and CUDA_EXTERNAL_MEMORY_HANDLE_DESC::size as it went into the call.
+struct ImportedMemory {
     CUexternalMemory memory = nullptr;
-    if (REPORT_DRIVER(cuImportExternalMemory(&memory, &desc)) != CUDA_SUCCESS) {
-        close(fd);
-        std::exit(EXIT_FAILURE);
-    }
-    return memory;
-}
+    unsigned long long size = 0;
+};
+
+// Imports an opaque fd of Vulkan memory into CUDA and prints the size it passes. `size` should be
+// the size of the whole VkDeviceMemory (CUDA_EXTERNAL_MEMORY_HANDLE_DESC::size, "Size of the
+// memory allocation", cuda.h:3839), which may be more than the buffer or image in it;
+// CUDA_EXTERNAL_MEMORY_DEDICATED tells CUDA that Vulkan made it a dedicated allocation (one
+// resource only). cuda.h:16239-16245: on success the descriptor belongs to the CUDA driver, and the
+// program must not touch it again; after a failure it is still the program's, and is closed here.
+// A refusal is reported as CHECK_DRIVER reports one, and returned with a null memory.
+ImportedMemory importMemory(int fd, unsigned long long size, bool dedicated);
 
 // Imports a Vulkan timeline semaphore's file descriptor into CUDA. cuda.h (cuda.h:16622-16628):
 // for CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_FD, "Ownership of the file descriptor
@@ -107,6 +105,53 @@ inline CUexternalSemaphore importTimelineSemaphore(int fd) {
         std::exit(EXIT_FAILURE);
     }
     return semaphore;
+}
+
+// How long the host watches a side it expects to be held, and how long it waits for work that
+// should finish before it gives up on it.
+constexpr auto kHold = std::chrono::milliseconds(200);
+constexpr auto kWaitLimit = std::chrono::seconds(10);
+
+// Whether the work that `query` asks about (a call of cuEventQuery or cuStreamQuery) is still
+// unfinished after the host has watched it for kHold.
+template <typename Query>
+bool stillRunningAfterHold(Query query) {
+    std::this_thread::sleep_for(kHold);
+    const CUresult state = query();
+    if (state == CUDA_ERROR_NOT_READY) return true;
+    CHECK_DRIVER(state);
+    return false;
+}
+
+// Waits, at most kWaitLimit, until the work that `query` asks about has finished; false if it has
+// not by then. cuWaitExternalSemaphoresAsync waits "until the value of the semaphore is greater
+// than or equal to" the given one (cuda.h:16774-16781), and cuda.h names no time limit for it:
+// work queued behind a value that never comes waits for ever, and so would cuEventSynchronize or
+// cuStreamSynchronize on it. So the host polls instead, and stops at the limit.
+template <typename Query>
+bool finishedInTime(Query query) {
+    const auto deadline = std::chrono::steady_clock::now() + kWaitLimit;
+    for (;;) {
+        const CUresult state = query();
+        if (state == CUDA_SUCCESS) return true;
+        if (state != CUDA_ERROR_NOT_READY) CHECK_DRIVER(state);
+        if (std::chrono::steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
+
+// The end of a run in which work did not finish within kWaitLimit (its check has failed). That work
+// still waits, and cannot be called back. cuda.h lets a stream, an event and an executable graph
+// be destroyed while work in them is unfinished: the call returns at once, and they are freed when
+// the work completes (cuda.h:15802-15805, 16109-16112, 21080-21083); the caller has destroyed
+// those. But "Any outstanding signals or waits must have completed before the semaphore is
+// destroyed" (cuda.h:16835-16836), the memory and the module are used by the waiting work, and
+// Vulkan's objects must not be destroyed while pending work uses them (the Vulkan specification),
+// while vkDeviceWaitIdle, the programs' way to know none does, would wait for ever. Those are left
+// to the end of the process.
+inline int endUnfinished(const course::Verdict& verdict, const char* left) {
+    std::printf("left to the end of the process, in use by work that still waits: %s\n", left);
+    return verdict.finish();
 }
 
 }  // namespace lesson27
@@ -133,7 +178,7 @@ inline CUexternalSemaphore importTimelineSemaphore(int fd) {
     X(vkCreateImage) X(vkDestroyImage) X(vkGetImageMemoryRequirements2) X(vkBindImageMemory)        \
     X(vkAllocateMemory) X(vkFreeMemory) X(vkMapMemory) X(vkUnmapMemory) X(vkGetMemoryFdKHR)         \
     X(vkCreateSemaphore) X(vkDestroySemaphore) X(vkGetSemaphoreFdKHR) X(vkSignalSemaphore)          \
-    X(vkWaitSemaphores) X(vkGetSemaphoreCounterValue)                                               \
+    X(vkGetSemaphoreCounterValue)                                                                   \
     X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences) X(vkGetFenceStatus)                       \
     X(vkCreateCommandPool) X(vkDestroyCommandPool) X(vkAllocateCommandBuffers)                      \
     X(vkBeginCommandBuffer) X(vkEndCommandBuffer) X(vkCmdPipelineBarrier) X(vkCmdUpdateBuffer)      \
@@ -145,9 +190,6 @@ namespace lesson27 {
 // Memory and semaphores travel to CUDA as opaque file descriptors.
 constexpr VkExternalMemoryHandleTypeFlagBits kMemoryHandle = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT;
 constexpr VkExternalSemaphoreHandleTypeFlagBits kSemaphoreHandle = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT;
-
-// How long the host waits for the GPU before it gives up (vkWaitSemaphores, vkWaitForFences), in ns.
-constexpr uint64_t kWaitLimitNs = 10'000'000'000ull;
 
 // Everything the programs need of Vulkan, and the function pointers to reach it.
 struct Vulkan {
@@ -191,18 +233,21 @@ inline int skipAndClose(Vulkan& vk, const std::string& reason) {
     return course::kExitNotApplicable;
 }
 
-// Memory the program exports: its size is what vkGet*MemoryRequirements2 asked for, the size of
+// Memory the program exports. `size` is the allocationSize given to vkAllocateMemory, the size of
 // the whole VkDeviceMemory, which is what CUDA's import wants (CUDA_EXTERNAL_MEMORY_HANDLE_DESC::
-// size, "Size of the memory allocation", cuda.h:3839).
+// size, "Size of the memory allocation", cuda.h:3839); `required` is what vkGet*MemoryRequirements2
+// asked for the one resource bound to it.
 struct ExportableMemory {
     VkDeviceMemory memory = VK_NULL_HANDLE;
     VkDeviceSize size = 0;
+    VkDeviceSize required = 0;
     bool prefersDedicated = false;
     bool requiresDedicated = false;
     bool dedicated = false;  // allocated for this one buffer or image (VkMemoryDedicatedAllocateInfo)
 };
-// A device buffer whose memory can be exported as an opaque fd, bound to it.
-VkBuffer createExportableBuffer(const Vulkan& vk, VkDeviceSize bytes, VkBufferUsageFlags usage,
+// A device buffer whose memory can be exported as an opaque fd, bound to it at offset 0. The
+// allocation is at least `atLeast` bytes, unless it is dedicated (then exactly the requirement).
+VkBuffer createExportableBuffer(const Vulkan& vk, VkDeviceSize bytes, VkBufferUsageFlags usage, VkDeviceSize atLeast,
                                 ExportableMemory& memory);
 // A 2-D image (one level, optimal tiling) whose memory can be exported, in a dedicated allocation.
 VkImage createExportableImage(const Vulkan& vk, VkFormat format, uint32_t width, uint32_t height,
@@ -231,8 +276,10 @@ void submit(const Vulkan& vk, VkCommandBuffer commands, VkSemaphore wait, uint64
 void signalFromHost(const Vulkan& vk, VkSemaphore semaphore, uint64_t value);
 // The timeline semaphore's current value, as Vulkan sees it.
 uint64_t timelineValue(const Vulkan& vk, VkSemaphore semaphore);
-// The host waits (at most 10 s) until the semaphore reaches `value`; longer ends the program.
-void waitForValue(const Vulkan& vk, VkSemaphore semaphore, uint64_t value);
+// Whether `fence` is still unsignalled after the host has watched it for kHold.
+bool fenceUnsignalledAfterHold(const Vulkan& vk, VkFence fence);
+// Waits, at most kWaitLimit, until `fence` is signalled; false if it is not by then.
+bool fenceSignalledInTime(const Vulkan& vk, VkFence fence);
 // A command pool on the chosen queue family, `count` primary command buffers from it, a fence;
 // and the start of recording a command buffer that is submitted once.
 VkCommandPool createCommandPool(const Vulkan& vk);

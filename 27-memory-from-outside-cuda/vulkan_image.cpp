@@ -2,6 +2,7 @@
 #include "vulkan_image.h"
 
 #if LESSON27_HAVE_VULKAN
+#include <string>
 
 namespace lesson27 {
 
@@ -26,14 +27,6 @@ VkImageMemoryBarrier imageBarrier(VkImage image, VkImageLayout from, VkImageLayo
 
 bool insideRect(uint32_t x, uint32_t y) {
     return x >= kRectX && x < kRectX + kRectWidth && y >= kRectY && y < kRectY + kRectHeight;
-}
-
-}  // namespace
-
-void fillRect(void* staging) {
-    auto* rect = static_cast<uint32_t*>(staging);
-    for (uint32_t y = 0; y < kRectHeight; ++y)
-        for (uint32_t x = 0; x < kRectWidth; ++x) rect[y * kRectWidth + x] = rectTexel(kRectX + x, kRectY + y);
 }
 
 // Into TRANSFER_DST layout (from UNDEFINED: the old contents need not be kept), clear, copy the
@@ -70,7 +63,21 @@ void recordImageWrite(const Vulkan& vk, VkCommandBuffer commands, VkImage image,
     CHECK_VULKAN(vk.vkEndCommandBuffer(commands));
 }
 
-void copyArrayToHost(CUstream stream, CUexternalSemaphore ready, CUarray level0, void* host) {
+}  // namespace
+
+ImageWrite prepareImageWrite(const Vulkan& vk, VkImage image) {
+    ImageWrite write;
+    write.staging = createHostBuffer(vk, kRectWidth * kRectHeight * 4, VK_BUFFER_USAGE_TRANSFER_SRC_BIT);
+    auto* rect = static_cast<uint32_t*>(write.staging.mapped);
+    for (uint32_t y = 0; y < kRectHeight; ++y)
+        for (uint32_t x = 0; x < kRectWidth; ++x) rect[y * kRectWidth + x] = rectTexel(kRectX + x, kRectY + y);
+    write.pool = createCommandPool(vk);
+    allocateCommandBuffers(vk, write.pool, 1, &write.commands);
+    recordImageWrite(vk, write.commands, image, write.staging.buffer);
+    return write;
+}
+
+void queueArrayCopy(CUstream stream, CUexternalSemaphore ready, CUarray level0, void* host) {
     CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS wait{};
     wait.params.fence.value = 1;
     CHECK_DRIVER(cuWaitExternalSemaphoresAsync(&ready, &wait, 1, stream));
@@ -83,7 +90,6 @@ void copyArrayToHost(CUstream stream, CUexternalSemaphore ready, CUarray level0,
     copy.WidthInBytes = kImageWidth * 4;
     copy.Height = kImageHeight;
     CHECK_DRIVER(cuMemcpy2DAsync(&copy, stream));
-    CHECK_DRIVER(cuStreamSynchronize(stream));
 }
 
 TexelCounts countTexels(const void* host) {
@@ -101,6 +107,26 @@ TexelCounts countTexels(const void* host) {
             }
         }
     return counts;
+}
+
+void checkTexels(const void* host, course::Verdict& verdict) {
+    const TexelCounts texels = countTexels(host);
+    std::printf("texels outside the rectangle with the clear colour: %u of %u\n", texels.clear, texels.outside);
+    std::printf("texels inside the rectangle as Vulkan copied them: %u of %u\n", texels.copied, texels.inside);
+    verdict.check("CUDA's array shows Vulkan's clear", texels.clear == texels.outside);
+    verdict.check("CUDA's array shows Vulkan's copy", texels.copied == texels.inside);
+}
+
+bool arrayMatchesImage(CUarray level0) {
+    CUDA_ARRAY3D_DESCRIPTOR array{};
+    CHECK_DRIVER(cuArray3DGetDescriptor(&array, level0));
+    const std::string format = array.Format == CU_AD_FORMAT_UNSIGNED_INT8
+                                   ? "CU_AD_FORMAT_UNSIGNED_INT8"
+                                   : "CUarray_format " + std::to_string(static_cast<int>(array.Format));
+    std::printf("CUDA's array, level 0: %zu x %zu, depth %zu, %u channels of %s\n", array.Width, array.Height,
+                array.Depth, array.NumChannels, format.c_str());
+    return array.Width == kImageWidth && array.Height == kImageHeight && array.Depth == 0 &&
+           array.Format == kArrayFormat && array.NumChannels == kArrayChannels;
 }
 
 }  // namespace lesson27

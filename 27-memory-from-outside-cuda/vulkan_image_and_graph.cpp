@@ -1,10 +1,11 @@
 // Lesson 27, program 2 — a Vulkan image as a CUDA array; the semaphores as graph nodes.
 //
-// Part 1 (vulkan_image.cpp): Vulkan makes a 2-D image with optimal tiling (the driver's own texel
-// layout) in exportable memory, clears it and copies a rectangle into it. CUDA imports that
-// memory and maps it as a mipmapped array (cuExternalMemoryGetMappedMipmappedArray, then
-// cuMipmappedArrayGetLevel for level 0), waits for Vulkan's semaphore value and copies the array
-// to the host, where every texel is checked.
+// Part 1 (vulkan_image.cpp): Vulkan makes a 2-D image with optimal tiling (a layout its driver
+// chooses; cuda.h says nothing of tiling) in exportable memory. CUDA imports that memory and maps
+// it as a mipmapped array (cuExternalMemoryGetMappedMipmappedArray, then cuMipmappedArrayGetLevel
+// for level 0), and queues a wait for Vulkan's semaphore value and a copy of the array to the host;
+// only then does Vulkan clear the image and copy a rectangle into it. The host checks that CUDA's
+// copy waited, and every texel it copied.
 // Part 2: the semaphores as graph nodes. A graph waits for a value of one semaphore, runs a kernel
 // and signals another. The values are changed on the graph's nodes before it is instantiated and
 // on the executable graph before its second launch; each change is checked by what it does: how
@@ -22,11 +23,9 @@ int main(int argc, char** argv) {
 
 #include <cuda.h>
 
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "../common/check_driver.h"
@@ -39,7 +38,6 @@ namespace {
 using lesson27::Vulkan;
 
 constexpr int kCounterCount = 4096;  // elements the graph's kernel counts in
-constexpr auto kHold = std::chrono::milliseconds(200);
 
 // The graph's kernel node, after `after`: countLaunch adds 1 to each of the counter's elements.
 // The node copies the argument values when it is added (the locals may go).
@@ -58,19 +56,57 @@ CUgraphNode addCountNode(CUgraph graph, CUgraphNode after, CUfunction countLaunc
     return node;
 }
 
-// Launches the graph, watches it for kHold while `go` is below the value its wait node waits for,
-// then sets `go` to `goValue` from the host and waits for the launch. True: it was still waiting.
-bool launchHeld(CUgraphExec exec, CUstream stream, const Vulkan& vk, VkSemaphore go, uint64_t goValue) {
+// What the host saw of CUDA's work queued behind a wait: whether it was still unfinished after
+// kHold, while the value it waits for was missing, and whether it finished (within kWaitLimit)
+// once the value came. "Waited for the value" takes both.
+struct Waited {
+    bool held = false;
+    bool ran = false;
+};
+
+// Step 4: the image's memory mapped as a mipmapped array of one level, and that level. The
+// description must match the image: its size, its format, its one level.
+CUarray mapImage(CUexternalMemory external, CUmipmappedArray& mipmap) {
+    CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC arrayDesc{};  // offset 0: the image starts the allocation
+    // Width, Height, Depth (0: a 2-D array), Format, NumChannels, Flags (0: vulkan_image.h says why)
+    arrayDesc.arrayDesc = {lesson27::kImageWidth, lesson27::kImageHeight, 0, CU_AD_FORMAT_UNSIGNED_INT8, 4, 0};
+    arrayDesc.numLevels = 1;
+    CHECK_DRIVER(cuExternalMemoryGetMappedMipmappedArray(&mipmap, external, &arrayDesc));
+    CUarray level0 = nullptr;  // level 0 of the mipmapped array (cuda.h:12500-12501); not destroyed apart
+    CHECK_DRIVER(cuMipmappedArrayGetLevel(&level0, mipmap, 0));
+    return level0;
+}
+
+// Step 5: CUDA's wait for go = 1 and its copy of the array are queued before Vulkan's work is even
+// submitted (a timeline semaphore may be waited for before its signal is queued); the host watches
+// the copy, then submits Vulkan's commands, whose batch ends by setting go = 1.
+Waited copyAfterVulkan(const Vulkan& vk, VkCommandBuffer commands, VkSemaphore go, CUstream stream,
+                       CUexternalSemaphore cuGo, CUarray level0, void* host) {
+    lesson27::queueArrayCopy(stream, cuGo, level0, host);
+    Waited copy;
+    copy.held = lesson27::stillRunningAfterHold([&] { return cuStreamQuery(stream); });
+    lesson27::submit(vk, commands, VK_NULL_HANDLE, 0, go, 1, VK_NULL_HANDLE);
+    copy.ran = lesson27::finishedInTime([&] { return cuStreamQuery(stream); });
+    std::printf("CUDA's copy %lld ms after queuing, Vulkan's work not submitted: %s\n",
+                static_cast<long long>(lesson27::kHold.count()), copy.held ? "not run" : "ran");
+    std::printf("CUDA's copy once Vulkan's work is submitted, within %lld s: %s\n",
+                static_cast<long long>(lesson27::kWaitLimit.count()), copy.ran ? "ran" : "not run");
+    return copy;
+}
+
+// One launch of the graph, watched while `go` is below the value its wait node waits for, then with
+// `go` set to `goValue` from the host.
+Waited launchOnce(CUgraphExec exec, CUstream stream, const Vulkan& vk, VkSemaphore go, uint64_t goValue) {
     CHECK_DRIVER(cuGraphLaunch(exec, stream));
-    std::this_thread::sleep_for(kHold);
-    const CUresult state = cuStreamQuery(stream);
-    if (state != CUDA_ERROR_NOT_READY) CHECK_DRIVER(state);
+    Waited launch;
+    launch.held = lesson27::stillRunningAfterHold([&] { return cuStreamQuery(stream); });
     lesson27::signalFromHost(vk, go, goValue);
-    CHECK_DRIVER(cuStreamSynchronize(stream));
-    std::printf("launch, %lld ms with go at %llu: %s\n", static_cast<long long>(kHold.count()),
-                static_cast<unsigned long long>(goValue - 1),
-                state == CUDA_ERROR_NOT_READY ? "still waiting" : "finished");
-    return state == CUDA_ERROR_NOT_READY;
+    launch.ran = lesson27::finishedInTime([&] { return cuStreamQuery(stream); });
+    std::printf("launch, %lld ms with go at %llu: %s\n", static_cast<long long>(lesson27::kHold.count()),
+                static_cast<unsigned long long>(goValue - 1), launch.held ? "still waiting" : "finished");
+    std::printf("launch, once go is %llu, within %lld s: %s\n", static_cast<unsigned long long>(goValue),
+                static_cast<long long>(lesson27::kWaitLimit.count()), launch.ran ? "finished" : "still waiting");
+    return launch;
 }
 
 // How many counter elements hold `expected`.
@@ -133,50 +169,43 @@ int main(int argc, char** argv) {
     CUstream stream = nullptr;
     CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
 
-    // Step 4: the image has a dedicated allocation, and the import says so. The array's
-    // description must match the image: its size and format, and its one level.
+    // Step 4: the image has a dedicated allocation, and the import says so.
     course::printStep(4, "a Vulkan image, imported into CUDA as a mipmapped array");
     lesson27::ExportableMemory imageMemory;
     const VkImage image = lesson27::createExportableImage(vk, lesson27::kImageFormat, lesson27::kImageWidth,
                                                           lesson27::kImageHeight, lesson27::kImageUsage, imageMemory);
-    std::printf("image: %u x %u, VK_FORMAT_R8G8B8A8_UINT, optimal tiling\n", lesson27::kImageWidth,
-                lesson27::kImageHeight);
-    std::printf("allocation size (the import size): %llu bytes, dedicated\n",
-                static_cast<unsigned long long>(imageMemory.size));
-    const CUexternalMemory external =
+    std::printf("image: %u x %u, VK_FORMAT_R8G8B8A8_UINT, optimal tiling; allocation size: %llu bytes, dedicated\n",
+                lesson27::kImageWidth, lesson27::kImageHeight, static_cast<unsigned long long>(imageMemory.size));
+    const lesson27::ImportedMemory external =
         lesson27::importMemory(lesson27::exportMemoryFd(vk, imageMemory.memory), imageMemory.size, true);
-    CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC arrayDesc{};  // offset 0: the image starts the allocation
-    // Width, Height, Depth (0: a 2-D array), Format, NumChannels, Flags (0: not a surface, vulkan_image.h)
-    arrayDesc.arrayDesc = {lesson27::kImageWidth, lesson27::kImageHeight, 0, CU_AD_FORMAT_UNSIGNED_INT8, 4, 0};
-    arrayDesc.numLevels = 1;
+    if (external.memory == nullptr) return EXIT_FAILURE;  // refused and reported: the end, as CHECK_DRIVER's
     CUmipmappedArray mipmap = nullptr;
-    CHECK_DRIVER(cuExternalMemoryGetMappedMipmappedArray(&mipmap, external, &arrayDesc));
-    CUarray level0 = nullptr;  // level 0 of the mipmapped array (cuda.h:12500-12501); not destroyed apart
-    CHECK_DRIVER(cuMipmappedArrayGetLevel(&level0, mipmap, 0));
+    const CUarray level0 = mapImage(external.memory, mipmap);
+    course::Verdict verdict;
+    verdict.check("CUDA's array has the image's size and format", lesson27::arrayMatchesImage(level0));
     const VkSemaphore go = lesson27::createExportableTimeline(vk);    // Vulkan (device, then host) -> CUDA
     const VkSemaphore done = lesson27::createExportableTimeline(vk);  // CUDA -> Vulkan
     CUexternalSemaphore cuGo = lesson27::importTimelineSemaphore(lesson27::exportSemaphoreFd(vk, go));
     CUexternalSemaphore cuDone = lesson27::importTimelineSemaphore(lesson27::exportSemaphoreFd(vk, done));
     std::printf("mapped: 1 level, level 0 as a CUarray; semaphores imported: go, done\n");
+    // Work that did not run in time still waits: lesson27::endUnfinished says what can be released.
+    CUgraph graph = nullptr;
+    CUgraphExec exec = nullptr;
+    const auto unfinished = [&] {
+        if (exec != nullptr) CHECK_DRIVER(cuGraphExecDestroy(exec));
+        if (graph != nullptr) CHECK_DRIVER(cuGraphDestroy(graph));
+        CHECK_DRIVER(cuStreamDestroy(stream));
+        return lesson27::endUnfinished(verdict, "CUDA's memory, semaphores, external memory, module; Vulkan's objects");
+    };
 
-    course::printStep(5, "Vulkan clears the image and copies a rectangle, then sets go = 1; CUDA waits, reads");
-    lesson27::HostBuffer staging = lesson27::createHostBuffer(vk, lesson27::kRectWidth * lesson27::kRectHeight * 4,
-                                                              VK_BUFFER_USAGE_TRANSFER_SRC_BIT);
-    lesson27::fillRect(staging.mapped);
-    const VkCommandPool pool = lesson27::createCommandPool(vk);
-    VkCommandBuffer commands = VK_NULL_HANDLE;
-    lesson27::allocateCommandBuffers(vk, pool, 1, &commands);
-    lesson27::recordImageWrite(vk, commands, image, staging.buffer);
-    lesson27::submit(vk, commands, VK_NULL_HANDLE, 0, go, 1, VK_NULL_HANDLE);
+    course::printStep(5, "CUDA queues a wait for go = 1 and a copy; then Vulkan clears, copies, sets go = 1");
+    lesson27::ImageWrite write = lesson27::prepareImageWrite(vk, image);
     void* hostImage = nullptr;
     CHECK_DRIVER(cuMemAllocHost(&hostImage, lesson27::kImageWidth * lesson27::kImageHeight * 4));
-    lesson27::copyArrayToHost(stream, cuGo, level0, hostImage);
-    const lesson27::TexelCounts texels = lesson27::countTexels(hostImage);
-    std::printf("texels outside the rectangle with the clear colour: %u of %u\n", texels.clear, texels.outside);
-    std::printf("texels inside the rectangle as Vulkan copied them: %u of %u\n", texels.copied, texels.inside);
-    course::Verdict verdict;
-    verdict.check("CUDA's array shows Vulkan's clear", texels.clear == texels.outside);
-    verdict.check("CUDA's array shows Vulkan's copy", texels.copied == texels.inside);
+    const Waited copy = copyAfterVulkan(vk, write.commands, go, stream, cuGo, level0, hostImage);
+    verdict.check("CUDA's copy waited for Vulkan's signal", copy.held && copy.ran);
+    if (!copy.ran) return unfinished();
+    lesson27::checkTexels(hostImage, verdict);
 
     // Step 6: wait node -> kernel node -> signal node. A node copies the semaphore handles and
     // values it is given; cuGraphExternalSemaphores*NodeSetParams replaces them in the graph.
@@ -184,7 +213,6 @@ int main(int argc, char** argv) {
     CUdeviceptr counter = 0;
     CHECK_DRIVER(cuMemAlloc(&counter, kCounterCount * sizeof(unsigned int)));
     CHECK_DRIVER(cuMemsetD32(counter, 0, kCounterCount));
-    CUgraph graph = nullptr;
     CHECK_DRIVER(cuGraphCreate(&graph, 0));
     CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS waitValue{};
     waitValue.params.fence.value = 1;  // go reached 1 in step 5: as added, the node would not wait
@@ -204,9 +232,10 @@ int main(int argc, char** argv) {
     std::printf("nodes as added: wait go >= 1, kernel, signal done = 1; as set: wait go >= 2, signal done = 2\n");
 
     course::printStep(7, "instantiate and launch: the graph waits for go = 2, then signals done = 2");
-    CUgraphExec exec = nullptr;
     CHECK_DRIVER(course::graphInstantiate(&exec, graph, 0));
-    verdict.check("first launch waited for the value set on the graph node", launchHeld(exec, stream, vk, go, 2));
+    const Waited first = launchOnce(exec, stream, vk, go, 2);
+    verdict.check("first launch waited for the value set on the graph node", first.held && first.ran);
+    if (!first.ran) return unfinished();
     const uint64_t firstDone = lesson27::timelineValue(vk, done);
     std::printf("done, as Vulkan reads it: %llu\n", static_cast<unsigned long long>(firstDone));
     verdict.check("first launch signalled the value set on the graph node", firstDone == 2);
@@ -218,7 +247,9 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuGraphExecExternalSemaphoresWaitNodeSetParams(exec, waitNode, &waitNodeParams));
     signalValue.params.fence.value = 3;
     CHECK_DRIVER(cuGraphExecExternalSemaphoresSignalNodeSetParams(exec, signalNode, &signalNodeParams));
-    verdict.check("second launch waited for the value set on the exec", launchHeld(exec, stream, vk, go, 3));
+    const Waited second = launchOnce(exec, stream, vk, go, 3);
+    verdict.check("second launch waited for the value set on the exec", second.held && second.ran);
+    if (!second.ran) return unfinished();
     const uint64_t secondDone = lesson27::timelineValue(vk, done);
     std::printf("done, as Vulkan reads it: %llu\n", static_cast<unsigned long long>(secondDone));
     verdict.check("second launch signalled the value set on the exec", secondDone == 3);
@@ -236,13 +267,13 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuDestroyExternalSemaphore(cuDone));
     CHECK_DRIVER(cuDestroyExternalSemaphore(cuGo));
     CHECK_DRIVER(cuMipmappedArrayDestroy(mipmap));  // cuda.h:16461
-    CHECK_DRIVER(cuDestroyExternalMemory(external));
+    CHECK_DRIVER(cuDestroyExternalMemory(external.memory));
     CHECK_DRIVER(cuStreamDestroy(stream));
     CHECK_DRIVER(cuModuleUnload(module));
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
     CHECK_VULKAN(vk.vkDeviceWaitIdle(vk.device));
-    vk.vkDestroyCommandPool(vk.device, pool, nullptr);
-    lesson27::freeHostBuffer(vk, staging);
+    vk.vkDestroyCommandPool(vk.device, write.pool, nullptr);  // frees its command buffer
+    lesson27::freeHostBuffer(vk, write.staging);
     vk.vkDestroySemaphore(vk.device, done, nullptr);
     vk.vkDestroySemaphore(vk.device, go, nullptr);
     vk.vkDestroyImage(vk.device, image, nullptr);

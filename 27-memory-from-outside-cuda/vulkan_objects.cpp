@@ -1,9 +1,10 @@
 // vulkan_objects.cpp — the Vulkan objects lesson 27 shares with CUDA, and the calls that use them
-// (vulkan_device.h lists them). Objects are destroyed by the programs in the reverse order of
-// creation, after vkDeviceWaitIdle.
+// (vulkan_device.h lists them). Where all their work finished, the programs destroy the objects in
+// the reverse order of creation, after vkDeviceWaitIdle.
 #include "vulkan_device.h"
 
 #if LESSON27_HAVE_VULKAN
+#include <algorithm>
 
 namespace lesson27 {
 
@@ -30,10 +31,13 @@ VkExternalMemoryFeatureFlags bufferExportFeatures(const Vulkan& vk, VkBufferUsag
     return properties.externalMemoryProperties.externalMemoryFeatures;
 }
 
-// Allocates exportable device-local memory for `buffer` or `image` (the other is null) and binds it.
-// Dedicated (the memory belongs to that one resource) where the driver prefers or requires it, or
-// where the caller asks.
-void allocateExportable(const Vulkan& vk, VkBuffer buffer, VkImage image, bool dedicatedAnyway, ExportableMemory& out) {
+// Allocates exportable device-local memory for `buffer` or `image` (the other is null) and binds it
+// at offset 0. Dedicated (the memory belongs to that one resource) where the driver prefers or
+// requires it, or where the caller asks; then the allocation is the resource's requirement, which
+// the Vulkan specification makes its size (VkMemoryDedicatedAllocateInfo). Otherwise it is at least
+// `atLeast` bytes: an allocation may hold more than the one resource bound to it.
+void allocateExportable(const Vulkan& vk, VkBuffer buffer, VkImage image, bool dedicatedAnyway, VkDeviceSize atLeast,
+                        ExportableMemory& out) {
     VkMemoryDedicatedRequirements dedicated{};
     dedicated.sType = VK_STRUCTURE_TYPE_MEMORY_DEDICATED_REQUIREMENTS;
     VkMemoryRequirements2 requirements{};
@@ -50,10 +54,11 @@ void allocateExportable(const Vulkan& vk, VkBuffer buffer, VkImage image, bool d
         info.image = image;
         vk.vkGetImageMemoryRequirements2(vk.device, &info, &requirements);
     }
-    out.size = requirements.memoryRequirements.size;
+    out.required = requirements.memoryRequirements.size;
     out.prefersDedicated = dedicated.prefersDedicatedAllocation == VK_TRUE;
     out.requiresDedicated = dedicated.requiresDedicatedAllocation == VK_TRUE;
     out.dedicated = dedicatedAnyway || out.prefersDedicated || out.requiresDedicated;
+    out.size = out.dedicated ? out.required : std::max(out.required, atLeast);
 
     VkMemoryDedicatedAllocateInfo dedicatedInfo{};
     dedicatedInfo.sType = VK_STRUCTURE_TYPE_MEMORY_DEDICATED_ALLOCATE_INFO;
@@ -109,7 +114,7 @@ std::string imageExportable(const Vulkan& vk, VkFormat format, VkImageUsageFlags
     return "";
 }
 
-VkBuffer createExportableBuffer(const Vulkan& vk, VkDeviceSize bytes, VkBufferUsageFlags usage,
+VkBuffer createExportableBuffer(const Vulkan& vk, VkDeviceSize bytes, VkBufferUsageFlags usage, VkDeviceSize atLeast,
                                 ExportableMemory& memory) {
     VkExternalMemoryBufferCreateInfo external{};  // "this buffer's memory may be exported"
     external.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO;
@@ -123,7 +128,7 @@ VkBuffer createExportableBuffer(const Vulkan& vk, VkDeviceSize bytes, VkBufferUs
     VkBuffer buffer = VK_NULL_HANDLE;
     CHECK_VULKAN(vk.vkCreateBuffer(vk.device, &info, nullptr, &buffer));
     const bool dedicatedOnly = (bufferExportFeatures(vk, usage) & VK_EXTERNAL_MEMORY_FEATURE_DEDICATED_ONLY_BIT) != 0;
-    allocateExportable(vk, buffer, VK_NULL_HANDLE, dedicatedOnly, memory);
+    allocateExportable(vk, buffer, VK_NULL_HANDLE, dedicatedOnly, atLeast, memory);
     return buffer;
 }
 
@@ -141,13 +146,17 @@ VkImage createExportableImage(const Vulkan& vk, VkFormat format, uint32_t width,
     info.mipLevels = 1;
     info.arrayLayers = 1;
     info.samples = VK_SAMPLE_COUNT_1_BIT;
-    info.tiling = VK_IMAGE_TILING_OPTIMAL;  // the driver's own layout, which CUDA's array shares
+    // Optimal tiling: a texel layout the Vulkan driver chooses. cuda.h says nothing of tiling: the
+    // array mapped on this memory is described by its offset, format, size and levels only
+    // (cuda.h:16442-16453). That CUDA then reads the texels as Vulkan wrote them is what the
+    // program's checks show, on the GPU they run on.
+    info.tiling = VK_IMAGE_TILING_OPTIMAL;
     info.usage = usage;
     info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     info.initialLayout = VK_IMAGE_LAYOUT_UNDEFINED;
     VkImage image = VK_NULL_HANDLE;
     CHECK_VULKAN(vk.vkCreateImage(vk.device, &info, nullptr, &image));
-    allocateExportable(vk, VK_NULL_HANDLE, image, true, memory);
+    allocateExportable(vk, VK_NULL_HANDLE, image, true, 0, memory);
     return image;
 }
 

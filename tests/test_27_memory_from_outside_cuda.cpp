@@ -28,8 +28,9 @@ const std::string kNoLoader = "Result = SKIP (Vulkan loader libvulkan.so.1 not f
 // dma_buf's check of the import back, and the reason it SKIPs where the driver refuses the import.
 const std::string kImportCheckName = "the dma-buf imported back reads as the words written";
 const std::string kImportCheck = "check " + kImportCheckName;
+// The end of the SKIP reason, after the code the refused import returned.
 const std::string kTegraOnly =
-    "SKIP (cuda.h: importing a dma_buf is supported only on Tegra Jetson platforms, from the Thor series on)";
+    "cuda.h: importing a dma_buf is supported only on Tegra Jetson platforms, from the Thor series on)";
 const std::string kNoDriver =
     "Result = SKIP (no Vulkan driver found: vkCreateInstance returned VK_ERROR_INCOMPATIBLE_DRIVER; NVIDIA's ships "
     "with the NVIDIA driver (nvidia_icd.json), and VK_DRIVER_FILES can point the loader at it)";
@@ -205,15 +206,24 @@ TEST_CASE("What Vulkan writes CUDA reads, and back, ordered only by timeline sem
     const RunResult r = defaultRun(kLesson, "vulkan_buffer");
     requireRan(r);
     CHECK(r.exitCode == 0);
-    // The import size is the whole VkDeviceMemory: never less than the buffer in it.
-    const auto allocation = valueOf(r.out, "allocation size (the import size)");
+    // What the program passed to cuImportExternalMemory is the whole VkDeviceMemory, which has room
+    // for the 1 MiB buffer twice unless the driver wanted it dedicated; the mapping is the buffer.
+    const auto allocation = valueOf(r.out, "allocation size");
+    const auto imported = valueOf(r.out, "import size (CUDA_EXTERNAL_MEMORY_HANDLE_DESC::size)");
     REQUIRE(allocation);
-    CHECK(std::stoull(*allocation) >= 1048576ull);
+    REQUIRE(imported);
+    CHECK(firstWord(*imported) == firstWord(*allocation));
+    if (contains(*allocation, "dedicated: no")) CHECK(std::stoull(*allocation) >= 2 * 1048576ull);
+    CHECK(checkOk(r.out, "CUDA imported the whole allocation"));
+    CHECK(valueOf(r.out, "mapped into CUDA") == "1048576 bytes from offset 0");
     CHECK(valueOf(r.out, "elements CUDA read as Vulkan wrote them") == "262144 of 262144");
     CHECK(valueOf(r.out, "elements Vulkan read back as 3 * value + 7") == "262144 of 262144");
     // Each side was held at the gate while the other had not signalled: neither ran early.
     CHECK(valueOf(r.out, "CUDA's kernel 200 ms after queuing, gate at 0") == "not run");
     CHECK(valueOf(r.out, "Vulkan's read-back 200 ms after CUDA's kernel, gate at 1") == "not run");
+    // ... and ran once the other side's value came, within the host's limit.
+    CHECK(valueOf(r.out, "CUDA's kernel once the gate is at 1, within 10 s") == "ran");
+    CHECK(valueOf(r.out, "Vulkan's read-back once the gate is at 2, within 10 s") == "ran");
     CHECK(valueOf(r.out, "timeline value at the end") == "2");
 }
 
@@ -223,11 +233,17 @@ TEST_CASE("A Vulkan image reads in CUDA as an array; semaphore graph nodes take 
     const RunResult r = defaultRun(kLesson, "vulkan_image_and_graph");
     requireRan(r);
     CHECK(r.exitCode == 0);
+    CHECK(valueOf(r.out, "CUDA's array, level 0") == "256 x 128, depth 0, 4 channels of CU_AD_FORMAT_UNSIGNED_INT8");
+    // CUDA's copy was queued before Vulkan's work was submitted: it waited, then ran.
+    CHECK(valueOf(r.out, "CUDA's copy 200 ms after queuing, Vulkan's work not submitted") == "not run");
+    CHECK(valueOf(r.out, "CUDA's copy once Vulkan's work is submitted, within 10 s") == "ran");
     // 256 x 128 texels, 128 x 64 of them copied.
     CHECK(valueOf(r.out, "texels outside the rectangle with the clear colour") == "24576 of 24576");
     CHECK(valueOf(r.out, "texels inside the rectangle as Vulkan copied them") == "8192 of 8192");
     CHECK(valueOf(r.out, "launch, 200 ms with go at 1") == "still waiting");
     CHECK(valueOf(r.out, "launch, 200 ms with go at 2") == "still waiting");
+    CHECK(valueOf(r.out, "launch, once go is 2, within 10 s") == "finished");
+    CHECK(valueOf(r.out, "launch, once go is 3, within 10 s") == "finished");
     CHECK(valuesOf(r.out, "done, as Vulkan reads it") == std::vector<std::string>{"2", "3"});
     CHECK(valueOf(r.out, "counter elements at 2 after two launches") == "4096 of 4096");
     CHECK(valueOf(r.out, "graph's wait node now") == "1 semaphore, go >= 2");
@@ -261,12 +277,16 @@ TEST_CASE("dma_buf exports a range the kernel sees at its size, and says where i
         CHECK(valueOf(r.out, "words read through the second mapping as written through the first") ==
               "1048576 of 1048576");
     } else {
-        // The one refusal the program may SKIP on, with cuda.h's Tegra-only reason (any other ends it with exit 1).
-        CHECK(*imported == "CUDA_ERROR_NOT_SUPPORTED");
-        CHECK(*importVerdict == kTegraOnly);
+        // cuda.h names no code for "not supported here": any refusal SKIPs, with the code it returned.
+        CHECK(*importVerdict == "SKIP (" + *imported + "; " + kTegraOnly);
     }
-    // cuda.h: importing a dma_buf is supported only on Tegra Jetson, Thor and later; never on a discrete GPU.
-    if (deviceZeroAttribute(CU_DEVICE_ATTRIBUTE_INTEGRATED) == 0) CHECK(*importVerdict == kTegraOnly);
+    // cuda.h: importing a dma_buf is supported only on Tegra Jetson, Thor and later; not on a discrete GPU.
+    if (deviceZeroAttribute(CU_DEVICE_ATTRIBUTE_INTEGRATED) == 0) {
+        CHECK(importVerdict->starts_with("SKIP ("));
+        CHECK(importVerdict->ends_with(kTegraOnly));
+    }
+    // Its own descriptor closed, and the duplicate of a refused import: none left on the dma-buf.
+    CHECK(valueOf(r.out, "descriptors of this process still on the dma-buf") == "0");
 #else
     CHECK(*importVerdict == "SKIP (built with CUDA " + course::formatCudaVersion(CUDA_VERSION) +
                                 " headers; the course imports a dma-buf only with 13.0 headers on (13.0's cuda.h has "
@@ -400,11 +420,11 @@ TEST_CASE("gl_interop: CUDA writes a GL buffer and a GL texture, and GL reads ba
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     requireChecksHeld(r);
-    for (const char* name : {"the OpenGL context is current on this thread",
-                             "the GL context runs on the chosen CUDA device",
-                             "the mapped pointer covers the GL buffer, no more, no less",
-                             "GL reads back every element the kernel wrote",
-                             "GL reads back every pixel CUDA copied into the texture", "no GL call raised an error"}) {
+    for (const char* name :
+         {"the OpenGL context is current on this thread", "the GL context runs on the chosen CUDA device",
+          "the mapped pointer covers the GL buffer, no more, no less", "GL reads back every element the kernel wrote",
+          "GL reads back every pixel CUDA copied into the texture", "no GL call raised an error",
+          "the GL context was let go from this thread before it was destroyed"}) {
         INFO(name);
         CHECK(checkOk(r.out, name));
     }
