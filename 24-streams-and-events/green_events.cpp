@@ -172,6 +172,11 @@ int main(int argc, char** argv) {
     // Step 3: A's kernel holds until the host opens its gate, A records; B reads A's word once
     // (the control), waits, reads it again. The host opens the gate once the control has read.
     course::printStep(3, "green context A records, green context B waits");
+    // One launch of the reading kernel in B beforehand: with lazy loading its first launch in B's
+    // context also loads it there, and that load must not fall while A's kernel is held.
+    lesson24::launchLoad(reinterpret_cast<CUfunction>(loadWord), words.at(kWritten), words.at(kSawWithoutWait),
+                         streamB);
+    CHECK_DRIVER(cuStreamSynchronize(streamB));
     words.markNotRead({kSawWithWait, kSawWithoutWait});
     lesson24::launchGated(reinterpret_cast<CUfunction>(gate), words, kGate, kStarted, kWritten, streamA);
     CHECK_DRIVER(cuGreenCtxRecordEvent(greenA, event));
