@@ -84,9 +84,10 @@ struct ImportedMemory {
 // Imports an opaque fd of Vulkan memory into CUDA and prints the size it passes. `size` should be
 // the size of the whole VkDeviceMemory (CUDA_EXTERNAL_MEMORY_HANDLE_DESC::size, "Size of the
 // memory allocation", cuda.h:3839), which may be more than the buffer or image in it;
-// CUDA_EXTERNAL_MEMORY_DEDICATED tells CUDA that Vulkan made it a dedicated allocation (one
-// resource only). cuda.h:16239-16245: on success the descriptor belongs to the CUDA driver, and the
-// program must not touch it again; after a failure it is still the program's, and is closed here.
+// CUDA_EXTERNAL_MEMORY_DEDICATED is set where Vulkan made a dedicated allocation (what that is, cuda.h
+// leaves to the other API: cuda.h:16339-16340). cuda.h:16239-16245: on success the descriptor belongs
+// to the CUDA driver, and the program must not touch it again; of a failure cuda.h says nothing, and
+// the program closes the descriptor itself.
 // A refusal is reported as CHECK_DRIVER reports one, and returned with a null memory.
 ImportedMemory importMemory(int fd, unsigned long long size, bool dedicated);
 
@@ -125,9 +126,9 @@ bool stillRunningAfterHold(Query query) {
 
 // Waits, at most kWaitLimit, until the work that `query` asks about has finished; false if it has
 // not by then. cuWaitExternalSemaphoresAsync waits "until the value of the semaphore is greater
-// than or equal to" the given one (cuda.h:16774-16781), and cuda.h names no time limit for it:
-// work queued behind a value that never comes waits for ever, and so would cuEventSynchronize or
-// cuStreamSynchronize on it. So the host polls instead, and stops at the limit.
+// than or equal to" the given one (cuda.h:16774-16781); for a timeline semaphore cuda.h names no
+// time limit (only keyed mutexes have one, 16805-16810): work queued behind a value that never comes
+// does not run, and cuEventSynchronize or cuStreamSynchronize on it would not return. So the host polls instead, and stops at the limit.
 template <typename Query>
 bool finishedInTime(Query query) {
     const auto deadline = std::chrono::steady_clock::now() + kWaitLimit;
