@@ -126,12 +126,16 @@ bool nodesHold(CUgraphNode waitNode, CUgraphNode signalNode, CUexternalSemaphore
     CHECK_DRIVER(cuGraphExternalSemaphoresWaitNodeGetParams(waitNode, &waitNow));
     CUDA_EXT_SEM_SIGNAL_NODE_PARAMS signalNow{};
     CHECK_DRIVER(cuGraphExternalSemaphoresSignalNodeGetParams(signalNode, &signalNow));
+    if (waitNow.numExtSems != 1 || signalNow.numExtSems != 1) {  // the arrays hold numExtSems entries
+        std::printf("graph's nodes now: %u and %u semaphores (1 each expected)\n", waitNow.numExtSems,
+                    signalNow.numExtSems);
+        return false;
+    }
     std::printf("graph's wait node now: %u semaphore, go >= %llu\n", waitNow.numExtSems,
                 waitNow.paramsArray[0].params.fence.value);
     std::printf("graph's signal node now: %u semaphore, done = %llu\n", signalNow.numExtSems,
                 signalNow.paramsArray[0].params.fence.value);
-    return waitNow.numExtSems == 1 && waitNow.extSemArray[0] == go &&
-           waitNow.paramsArray[0].params.fence.value == value && signalNow.numExtSems == 1 &&
+    return waitNow.extSemArray[0] == go && waitNow.paramsArray[0].params.fence.value == value &&
            signalNow.extSemArray[0] == done && signalNow.paramsArray[0].params.fence.value == value;
 }
 

@@ -85,7 +85,7 @@ int deviceZeroAttribute(CUdevice_attribute attribute) {
 // COURSE_SETUP_ROOT makes setup.sh look for the headers under an empty folder.
 std::string machineWithoutVulkan() {
     const std::string dir = buildDir() + "/tests/machines/no-vulkan-not-root";
-    REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/bin " + dir + "/root").c_str()) == 0);
+    REQUIRE(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "/bin' '" + dir + "/root'").c_str()) == 0);
     REQUIRE(writeFile(dir + "/bin/id",
                       "#!/bin/sh\n[ \"$1\" = -u ] && { echo 1000; exit 0; }\nexec /usr/bin/id \"$@\"\n", 0755));
     REQUIRE(writeFile(dir + "/bin/apt-get",
