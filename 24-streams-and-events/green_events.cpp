@@ -173,7 +173,8 @@ int main(int argc, char** argv) {
     // (the control), waits, reads it again. The host opens the gate once the control has read.
     course::printStep(3, "green context A records, green context B waits");
     // One launch of the reading kernel in B beforehand: with lazy loading its first launch in B's
-    // context also loads it there, and that load must not fall while A's kernel is held.
+    // context also loads it there (cuda.h:7553-7556 speaks only of added latency); without this
+    // launch, on the course's H200, the control did not run while A's kernel was held.
     lesson24::launchLoad(reinterpret_cast<CUfunction>(loadWord), words.at(kWritten), words.at(kSawWithoutWait),
                          streamB);
     CHECK_DRIVER(cuStreamSynchronize(streamB));
