@@ -3,14 +3,15 @@
 // Two kernels on one stream: the second starts only when the first has completed, and
 // the GPU then needs a few microseconds to launch it. With the launch attribute
 // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION on the second kernel, cuda.h says
-// the driver "should opportunistically allow" it to overlap the first once every block of
+// the CUDA runtime "should opportunistically allow" it to overlap the first once every block of
 // the first has called cudaTriggerProgrammaticLaunchCompletion(); the second kernel then
 // runs its prologue and waits in cudaGridDependencySynchronize() until the first has
 // completed and its writes are visible. This program runs 11 pairs each way and checks that
-// the dependent kernel sees all of the first kernel's data both ways, and, from the GPU's
-// own clock (%globaltimer, whose step it measures first), that with the attribute the
-// consumer started before the producer ended and without it did not. --bench measures the
-// gaps over 101 pairs.
+// the dependent kernel sees all of the first kernel's data both ways and, from the GPU's
+// own clock (%globaltimer, whose step it measures first), that without the attribute the
+// consumer did not start before the producer ended. Whether it started early with the
+// attribute is printed as an observation: the overlap is allowed, never promised, so it
+// cannot decide the verdict. --bench measures the gaps over 101 pairs.
 //
 //   dependent-launch               the steps, with their checks
 //   dependent-launch --bench       also 101 pairs each way, median, "bench:" lines
@@ -33,8 +34,8 @@ namespace {
 constexpr unsigned int kThreads = 256;
 constexpr unsigned long long kSpinNs = 20000;  // the producer's length: 20 us
 constexpr int kPairsChecked = 11;              // pairs each way behind the checks (median)
-// The overlap check's margin: with PDL the consumer must start at least a quarter of the
-// producer's length (5 us) before the producer's end. On an H100 it started ~18 us before.
+// The observation's margin: an overlap is reported when the consumer starts at least a
+// quarter of the producer's length (5 us) before the producer's end.
 constexpr double kOverlapMarginUs = kSpinNs / 4 / 1000.0;
 
 struct Kernels {
@@ -237,18 +238,21 @@ int main(int argc, char** argv) {
     const std::vector<Pair> early = runPairs(kernels, buffers, true, 1, kPairsChecked, start, stop, stream);
     const double earlyStart = report(true, early, n, verdict);
 
-    // Step 6: did the consumer start before the producer ended? Stream order forbids it
-    // without the attribute; with it cuda.h promises only an opportunistic overlap, which
-    // this checks happened here (median of the pairs, a margin of a quarter of the producer).
+    // Step 6: did the consumer start before the producer ended? Without the attribute stream
+    // order forbids it: a check. With it cuda.h says only that the CUDA runtime
+    // "should opportunistically allow" the overlap, and NVIDIA's CUDA Programming Guide (section 4.5.2)
+    // calls it "opportunistic and not guaranteed": a driver that runs the pair in order is
+    // conforming, so the overlap is an observation and never decides the verdict.
     course::printStep(6, "the overlap: consumer start against producer end");
-    std::printf("overlap margin: the consumer must start %.1f us before the producer ends\n", kOverlapMarginUs);
     verdict.check("without PDL the consumer started after the producer ended", plainStart >= 0.0);
     if (const char* tool = course::instrumentingTool())
-        std::printf("section PDL overlap: SKIP (%s runs one kernel at a time)\n", tool);
+        std::printf("observation PDL overlap: not measured (%s runs one kernel at a time)\n", tool);
     else if (stepUs >= kOverlapMarginUs)
-        std::printf("section PDL overlap: SKIP (%%globaltimer steps by %.2f us, not finer than the margin)\n", stepUs);
+        std::printf("observation PDL overlap: not measured (%%globaltimer steps by %.2f us, not finer than %.1f us)\n",
+                    stepUs, kOverlapMarginUs);
     else
-        verdict.check("with PDL the consumer started before the producer ended", earlyStart <= -kOverlapMarginUs);
+        std::printf("observation PDL overlap: the consumer started %.1f us or more before the producer ended: %s\n",
+                    kOverlapMarginUs, earlyStart <= -kOverlapMarginUs ? "yes" : "no");
 
     course::printStep(7, "the gaps between the kernels, with and without PDL (--bench)");
     if (args.has("--bench"))

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,13 @@ inline unsigned int greenContextSms(CUgreenCtx green) {
     CUdevResource resource{};
     CHECK_DRIVER(cuGreenCtxGetDevResource(green, &resource, CU_DEV_RESOURCE_TYPE_SM));
     return resource.sm.smCount;
+}
+
+// The distinct SMs in `count` words a kernel wrote with %smid (its work must have completed).
+inline std::set<unsigned int> smSet(CUdeviceptr smOfBlock, unsigned int count) {
+    std::vector<unsigned int> sms(count);
+    CHECK_DRIVER(cuMemcpyDtoH(sms.data(), smOfBlock, count * sizeof(unsigned int)));
+    return std::set<unsigned int>(sms.begin(), sms.end());
 }
 
 // A stream whose work runs on the green context's SMs. cuGreenCtxStreamCreate came with

@@ -10,7 +10,10 @@
 // 9.x a loaded module with dynamic parallelism, can add SMs). So this program measures it:
 // the short kernel's latency (host clock, launch to cuStreamSynchronize, median) (a) alone,
 // (b) beside the long kernel in one ordinary context, (c) beside it with each kernel in its
-// own green context, and checks that (b) shows the contention and that (c) stays near (a).
+// own green context. The latencies are observations, not checks: NVIDIA's CUDA Programming
+// Guide (section 4.6.1) says "concurrent execution of independent GPU work is not
+// guaranteed", so no ratio of them is promised. What is checked is where (c)'s kernels ran:
+// on disjoint SMs, the long one on no more SMs than its green context holds.
 //
 //   isolation               the three latencies, median of 15 samples each, checked
 //   isolation --bench       median of 51 samples each, and "bench:" lines
@@ -21,6 +24,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -37,15 +41,15 @@ constexpr unsigned int kShortSms = 8;                 // the SMs asked for it (t
 constexpr unsigned long long kShortNs = 20000;        // each short block spins 20 us
 constexpr unsigned long long kLongBlockNs = 2000000;  // each long block holds its SM 2 ms
 constexpr unsigned int kLongWaves = 4;                // the long grid fills the SMs 4 times over
-// The checks' factors. In one context (b) should be many times (a): at least kContention x.
-// In green contexts (c) should stay near (a): at most kNearAlone x. On an H100 (b)/(a) was
-// 150 to 240 and (c)/(a) 1.0 to 1.6 over a dozen runs; a failed isolation gives (c) ~ (b).
+// The observations' factors: contention is reported when (b) >= kContention x (a), and the
+// short kernel "near alone" when (c) <= kNearAlone x (a). Printed, never judged.
 constexpr double kContention = 10.0;
 constexpr double kNearAlone = 3.0;
 
-void launchSpin(CUkernel spin, unsigned int blocks, unsigned long long nanoseconds, CUstream stream) {
-    CUdeviceptr noRecord = 0;
-    void* params[] = {&nanoseconds, &noRecord};
+// Launches `blocks` spinning blocks; with `smOfBlock` not 0 each block writes its %smid there.
+void launchSpin(CUkernel spin, unsigned int blocks, unsigned long long nanoseconds, CUstream stream,
+                CUdeviceptr smOfBlock) {
+    void* params[] = {&nanoseconds, &smOfBlock};
     // A CUkernel from cuLibraryGetKernel is launched as a CUfunction; the context comes from the stream.
     CHECK_DRIVER(
         cuLaunchKernel(reinterpret_cast<CUfunction>(spin), blocks, 1, 1, kThreads, 1, 1, 0, stream, params, nullptr));
@@ -54,16 +58,22 @@ void launchSpin(CUkernel spin, unsigned int blocks, unsigned long long nanosecon
 // The short kernel's median latency in microseconds: host clock from its launch on
 // `shortStream` until cuStreamSynchronize returns. With `longBlocks` > 0 each sample first
 // starts the long kernel on `longStream` and waits 1 ms, so the long kernel surely holds its
-// SMs (it runs kLongWaves * 2 ms) when the short one is queued.
-double shortLatency(CUkernel spin, CUstream shortStream, CUstream longStream, unsigned int longBlocks, int samples) {
+// SMs (it runs kLongWaves * 2 ms) when the short one is queued. `placement`, when given,
+// receives the SMs each kernel's blocks ran on (each sample overwrites the last).
+struct Placement {
+    CUdeviceptr shortSms;  // kShortBlocks words
+    CUdeviceptr longSms;   // longBlocks words
+};
+double shortLatency(CUkernel spin, CUstream shortStream, CUstream longStream, unsigned int longBlocks, int samples,
+                    Placement placement = {}) {
     std::vector<double> times;
     for (int sample = -2; sample < samples; ++sample) {  // two untimed rounds first
         if (longBlocks > 0) {
-            launchSpin(spin, longBlocks, kLongBlockNs, longStream);
+            launchSpin(spin, longBlocks, kLongBlockNs, longStream, placement.longSms);
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
         const auto start = std::chrono::steady_clock::now();
-        launchSpin(spin, kShortBlocks, kShortNs, shortStream);
+        launchSpin(spin, kShortBlocks, kShortNs, shortStream, placement.shortSms);
         CHECK_DRIVER(cuStreamSynchronize(shortStream));
         const auto end = std::chrono::steady_clock::now();
         if (longBlocks > 0) CHECK_DRIVER(cuStreamSynchronize(longStream));
@@ -162,7 +172,12 @@ int main(int argc, char** argv) {
     CUstream shortGreenStream = lesson17::createGreenStream(shortGreen, driverVersion);
     CUstream longGreenStream = lesson17::createGreenStream(longGreen, driverVersion);
     const unsigned int longBlocksGreen = longSms * static_cast<unsigned int>(blocksPerSm) * kLongWaves;
-    const double isolated = shortLatency(spin, shortGreenStream, longGreenStream, longBlocksGreen, samples);
+    Placement placement{};
+    CHECK_DRIVER(cuMemAlloc(&placement.shortSms, kShortBlocks * sizeof(unsigned int)));
+    CHECK_DRIVER(cuMemAlloc(&placement.longSms, longBlocksGreen * sizeof(unsigned int)));
+    const double isolated = shortLatency(spin, shortGreenStream, longGreenStream, longBlocksGreen, samples, placement);
+    const std::set<unsigned int> shortUsed = lesson17::smSet(placement.shortSms, kShortBlocks);
+    const std::set<unsigned int> longUsed = lesson17::smSet(placement.longSms, longBlocksGreen);
     std::printf("long kernel in its green context: %u blocks on %u SMs\n", longBlocksGreen, longSms);
     std::printf("(c) short kernel latency, beside the long kernel in separate green contexts: %.1f us\n", isolated);
     std::printf("(c) / (a): %.1f x\n", isolated / alone);
@@ -173,17 +188,23 @@ int main(int argc, char** argv) {
         std::printf("bench: short kernel latency, beside the long kernel, green contexts = %.1f us\n", isolated);
     }
 
-    // Step 6: the timing checks, with their factors. Under a tool that runs one kernel at a
-    // time nothing can overlap, (c) equals (b), and the checks would say nothing.
-    course::printStep(6, "check the latencies");
+    // Step 6: where (c)'s kernels ran is what a green context provisions: checks. The
+    // latencies depend on concurrent execution, which is not guaranteed: observations.
+    course::printStep(6, "check where (c) ran; observe the latencies");
+    std::set<unsigned int> sharedSms;
+    for (unsigned int sm : shortUsed)
+        if (longUsed.count(sm) != 0) sharedSms.insert(sm);
+    std::printf("(c) SMs used: short kernel %zu, long kernel %zu, both %zu\n", shortUsed.size(), longUsed.size(),
+                sharedSms.size());
+    verdict.check("in (c) the long kernel ran on no more SMs than its green context holds", longUsed.size() <= longSms);
+    verdict.check("in (c) the two kernels shared no SM", sharedSms.empty());
     if (const char* tool = course::instrumentingTool()) {
-        std::printf("section timing checks: SKIP (%s runs one kernel at a time)\n", tool);
+        std::printf("observation latencies: not measured (%s runs one kernel at a time)\n", tool);
     } else {
-        std::printf("factors: contention when (b) >= %.0f x (a); green contexts near alone when (c) <= %.0f x (a)\n",
-                    kContention, kNearAlone);
-        verdict.check("contention visible in one context", shared >= kContention * alone);
-        verdict.check("in green contexts the short kernel stays near its latency alone",
-                      isolated <= kNearAlone * alone);
+        std::printf("observation contention in one context, (b) >= %.0f x (a): %s\n", kContention,
+                    shared >= kContention * alone ? "yes" : "no");
+        std::printf("observation short kernel near alone in green contexts, (c) <= %.0f x (a): %s\n", kNearAlone,
+                    isolated <= kNearAlone * alone ? "yes" : "no");
     }
 
     // Step 7: reverse order: streams before their green contexts. cuGreenCtxDestroy does not
@@ -191,6 +212,8 @@ int main(int argc, char** argv) {
     // CUDA_ERROR_CONTEXT_IS_DESTROYED: a stream left over is leaked. Then the library and the
     // primary context.
     course::printStep(7, "release everything, newest first");
+    CHECK_DRIVER(cuMemFree(placement.longSms));
+    CHECK_DRIVER(cuMemFree(placement.shortSms));
     CHECK_DRIVER(cuStreamDestroy(longGreenStream));
     CHECK_DRIVER(cuStreamDestroy(shortGreenStream));
     CHECK_DRIVER(cuGreenCtxDestroy(longGreen));

@@ -37,10 +37,8 @@ std::set<unsigned int> smsUsed(CUkernel spin, CUstream stream, CUdeviceptr smOfB
     // A CUkernel from cuLibraryGetKernel is launched as a CUfunction; the context comes from the stream.
     CHECK_DRIVER(
         cuLaunchKernel(reinterpret_cast<CUfunction>(spin), blocks, 1, 1, 128, 1, 1, 0, stream, params, nullptr));
-    std::vector<unsigned int> sms(blocks);
-    CHECK_DRIVER(cuMemcpyDtoHAsync(sms.data(), smOfBlock, blocks * sizeof(unsigned int), stream));
     CHECK_DRIVER(cuStreamSynchronize(stream));
-    return std::set<unsigned int>(sms.begin(), sms.end());
+    return lesson17::smSet(smOfBlock, blocks);
 }
 #endif
 

@@ -53,8 +53,7 @@ TEST_CASE("Every lesson 16 program rejects an unknown argument with a usage line
     }
 }
 
-TEST_CASE("Every lesson 16 program fails fast at cuInit against the stub driver, naming the call",
-          "[cpu][lesson16]") {
+TEST_CASE("Every lesson 16 program fails fast at cuInit against the stub driver, naming the call", "[cpu][lesson16]") {
     for (const auto& program : kPrograms) {
         INFO(program);
         const RunResult r = runAgainstStub(kLesson, {}, program);
@@ -148,8 +147,8 @@ TEST_CASE("Lesson 16 cooperative: the largest grid syncs, one block more is COOP
 }
 
 TEST_CASE(
-    "Lesson 16 dependent-launch: the consumer sees all of the producer's data both ways, and starts before the "
-    "producer ends only with PDL",
+    "Lesson 16 dependent-launch: the consumer sees all of the producer's data both ways, never starts before the "
+    "producer ends without PDL, and the overlap with PDL is only an observation",
     "[gpu][lesson16]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, kDependentLaunch);
@@ -170,15 +169,15 @@ TEST_CASE(
         CHECK(checkOk(r.out, std::string(way) + " the consumer read only after the producer ended"));
     }
     CHECK(checkOk(r.out, "without PDL the consumer started after the producer ended"));
-    // The overlap is checked unless a tool that serializes kernels is attached (the program says so).
-    if (!contains(r.out, "section PDL overlap: SKIP"))
-        CHECK(checkOk(r.out, "with PDL the consumer started before the producer ended"));
+    // The overlap with PDL is allowed, not promised: it is printed as an observation, never a check.
+    CHECK(contains(r.out, "observation PDL overlap: "));
+    CHECK_FALSE(contains(r.out, "check with PDL the consumer started before the producer ended"));
     CHECK(valueOf(r.out, "timings") == "run with --bench");
     CHECK_FALSE(contains(r.out, "bench:"));
 }
 
 TEST_CASE(
-    "Lesson 16 dependent-launch --bench: over 101 pairs the consumer starts before the producer ends only with PDL",
+    "Lesson 16 dependent-launch --bench: over 101 pairs the consumer never starts before the producer ends without PDL",
     "[gpu][lesson16]") {
     requireGpu();
     RunOptions options;
@@ -187,10 +186,11 @@ TEST_CASE(
     requireRan(r);
     REQUIRE(r.exitCode == 0);
     bool found = false;
-    // The direction the README states: a negative start gap (an overlap) with PDL only.
+    // Stream order forbids an early start without PDL; with PDL an overlap is allowed, not promised
+    // (NVIDIA's Programming Guide, section 4.5.2), so its gap is printed, not judged.
     CHECK(benchValue(r.out, "consumer start - producer end, without PDL", found) >= 0.0);
     CHECK(found);
-    CHECK(benchValue(r.out, "consumer start - producer end, with PDL", found) < 0.0);
+    benchValue(r.out, "consumer start - producer end, with PDL", found);
     CHECK(found);
     for (const char* way : {"without PDL", "with PDL"}) {
         INFO(way);

@@ -49,8 +49,7 @@ TEST_CASE("Lesson 17 rejects unknown or incomplete arguments with a usage line a
 // ---------------------------------------------------------------------------
 // GPU: the lesson's own checks, read from its output.
 
-TEST_CASE("Lesson 17 partitions passes and every granted size follows the driver's alignment rule",
-          "[gpu][lesson17]") {
+TEST_CASE("Lesson 17 partitions passes and every granted size follows the driver's alignment rule", "[gpu][lesson17]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, "partitions");
     attachToReport(r);
@@ -152,14 +151,23 @@ TEST_CASE(
     CHECK(std::stoul(m[1]) >= 8);
     CHECK(checkOk(r.out, "the short kernel's green context got at least the SMs requested"));
     CHECK(checkOk(r.out, "the long kernel's green context got the remainder"));
-    // The timing checks run unless a tool that serializes kernels is attached (the program says so).
-    if (!contains(r.out, "section timing checks: SKIP")) {
-        CHECK(checkOk(r.out, "contention visible in one context"));
-        CHECK(checkOk(r.out, "in green contexts the short kernel stays near its latency alone"));
+    // Where (c) ran is checked; the latencies are observations (concurrency is not guaranteed).
+    CHECK(checkOk(r.out, "in (c) the long kernel ran on no more SMs than its green context holds"));
+    CHECK(checkOk(r.out, "in (c) the two kernels shared no SM"));
+    const std::regex used("short kernel ([0-9]+), long kernel ([0-9]+), both 0");
+    const std::string sms = valueOf(r.out, "(c) SMs used").value_or("");
+    REQUIRE(std::regex_match(sms, m, used));
+    CHECK(std::stoul(m[1]) >= 1);
+    CHECK(std::stoul(m[1]) <= 8);  // eight blocks
+    CHECK(std::stoul(m[2]) >= 1);
+    if (!contains(r.out, "observation latencies: not measured")) {
+        CHECK(contains(r.out, "observation contention in one context"));
+        CHECK(contains(r.out, "observation short kernel near alone in green contexts"));
     }
+    CHECK_FALSE(contains(r.out, "check contention visible"));
 }
 
-TEST_CASE("Lesson 17 isolation --bench: green contexts beat one shared context, which is slower than alone",
+TEST_CASE("Lesson 17 isolation --bench: the three latencies are printed; their order is observed, not promised",
           "[gpu][lesson17]") {
     requireGpu();
     RunOptions options;
@@ -177,11 +185,11 @@ TEST_CASE("Lesson 17 isolation --bench: green contexts beat one shared context, 
     const double alone = benchValue("short kernel latency, alone");
     const double shared = benchValue("short kernel latency, beside the long kernel, one context");
     const double green = benchValue("short kernel latency, beside the long kernel, green contexts");
-    // The direction the README states: one shared context slower than alone, green contexts faster than it.
+    // Printed, not judged: NVIDIA's Programming Guide (section 4.6.1) does not guarantee concurrent
+    // execution of independent work, so no order of the three latencies is required.
     CHECK(alone > 0.0);
-    CHECK(shared > alone);
+    CHECK(shared > 0.0);
     CHECK(green > 0.0);
-    CHECK(green < shared);
     CHECK(contains(r.out, "Result = PASS"));
 }
 
