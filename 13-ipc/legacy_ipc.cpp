@@ -4,6 +4,7 @@
 #include <cuda.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -50,23 +51,50 @@ void reapChild(const char* way, ipc::Child& child, course::Verdict& verdict) {
     verdict.check((std::string(way) + " child exits cleanly").c_str(), ended == "exit code 0");
 }
 
-void shareLegacy(const char* self, int ordinal, CUstream stream, course::Verdict& verdict) {
-    constexpr size_t kBytes = size_t{1} << 20;
+bool shareLegacy(const char* self, int ordinal, CUstream stream, course::Verdict& verdict) {
+    // A cuMemAlloc block may be carved out of a larger one the driver holds, and a legacy
+    // handle shares the driver's whole block: NVIDIA's CUDA Programming Guide (section 4.15.1)
+    // warns that sharing a sub-allocation "may cause other sub-allocations to be shared",
+    // and recommends sharing only allocations with a 2 MiB-aligned size. So 2 MiB.
+    constexpr size_t kBytes = size_t{2} << 20;
+    constexpr size_t kTwoMiB = size_t{2} << 20;
     // Ordinary cuMemAlloc memory: the legacy way shares what already exists. Cleared first
     // (and the clear finished) so that a write that never came cannot pass.
     CUdeviceptr buffer = 0;
     CHECK_DRIVER(cuMemAlloc(&buffer, kBytes));
+    CUdeviceptr base = 0;
+    size_t allocated = 0;
+    CHECK_DRIVER(cuMemGetAddressRange(&base, &allocated, buffer));
+    std::printf("legacy: the allocation the driver reports: %zu bytes, starting at the buffer: %s\n", allocated,
+                base == buffer ? "yes" : "no");
+    verdict.check("legacy shares a whole allocation of a 2 MiB-multiple size",
+                  base == buffer && allocated % kTwoMiB == 0);
     CHECK_DRIVER(cuMemsetD32Async(buffer, 0, kBytes / 4, stream));
     CHECK_DRIVER(cuStreamSynchronize(stream));
+
+    // The memory handle first. NVIDIA's CUDA Programming Guide (section 4.15.1) says that on
+    // Linux for Tegra only the event calls of legacy IPC are supported, so an integrated GPU
+    // that reports IPC events may still refuse this call. cuda.h names no error for that case:
+    // on an integrated GPU any refusal is "not here" (a SKIP); on a discrete GPU, a failure.
+    ipc::Message request;
+    request.request = ipc::Request::Legacy;
+    request.bytes = kBytes;
+    const CUresult exported = REPORT_DRIVER(cuIpcGetMemHandle(&request.memHandle, buffer));
+    if (exported != CUDA_SUCCESS) {
+        CUdevice device = 0;
+        CHECK_DRIVER(cuCtxGetDevice(&device));
+        int integrated = 0;
+        CHECK_DRIVER(cuDeviceGetAttribute(&integrated, CU_DEVICE_ATTRIBUTE_INTEGRATED, device));
+        if (integrated == 0) std::exit(EXIT_FAILURE);  // reported above: a failure on a discrete GPU
+        std::printf("section legacy-ipc: SKIP (cuIpcGetMemHandle returned %s on an integrated GPU)\n",
+                    course::driverErrorName(exported));
+        CHECK_DRIVER(cuMemFree(buffer));
+        return false;
+    }
     // An interprocess event must also have timing disabled. The child records it after its
     // write; the parent's stream waits on it: GPU-side ordering across two processes.
     CUevent written = nullptr;
     CHECK_DRIVER(cuEventCreate(&written, CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS));
-
-    ipc::Message request;
-    request.request = ipc::Request::Legacy;
-    request.bytes = kBytes;
-    CHECK_DRIVER(cuIpcGetMemHandle(&request.memHandle, buffer));
     CHECK_DRIVER(cuIpcGetEventHandle(&request.eventHandle, written));
     std::printf(
         "legacy: exported buffer 0x%llx (%zu bytes) as a %zu-byte CUipcMemHandle and its event as a "
@@ -92,6 +120,7 @@ void shareLegacy(const char* self, int ordinal, CUstream stream, course::Verdict
 
     CHECK_DRIVER(cuEventDestroy(written));
     CHECK_DRIVER(cuMemFree(buffer));  // after the child closed its mapping (it has exited)
+    return true;
 }
 
 void childLegacy(int socket, const ipc::Message& request, ChildCalls& calls) {

@@ -107,8 +107,10 @@ int main(int argc, char** argv) {
 
     course::Verdict verdict;
     course::printStep(3, "legacy: cuIpcGetMemHandle, cuIpcOpenMemHandle in the child, an IPC event for ordering");
+    // A device may report IPC events and still refuse the memory handle: shareLegacy says so.
+    bool legacyShared = false;
     if (legacyWay)
-        ways::shareLegacy(argv[0], ordinal, stream, verdict);
+        legacyShared = ways::shareLegacy(argv[0], ordinal, stream, verdict);
     else
         std::printf("section legacy-ipc: SKIP (the driver reports no IPC event support on this device)\n");
 
@@ -134,7 +136,7 @@ int main(int argc, char** argv) {
         ways::childDiesBeforeMapping(argv[0], ordinal, device, verdict);
         ways::importDescriptorThatNamesNothing(verdict);
     }
-    if (legacyWay) ways::openLegacyHandleInSameProcess(verdict);
+    if (legacyShared) ways::openLegacyHandleInSameProcess(verdict);
 
     // Step 7: everything back, newest first; then what the process still holds.
     course::printStep(7, "release everything: no descriptor and no child left behind");

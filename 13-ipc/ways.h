@@ -25,7 +25,7 @@ inline std::vector<std::uint32_t> pattern(size_t words, std::uint32_t seed) {
 
 // The parent's halves (steps 3 to 5). Each prints its checks: the child's driver calls
 // succeeded, the parent read the child's pattern word for word, the child exited cleanly.
-void shareLegacy(const char* self, int ordinal, CUstream stream, course::Verdict& verdict);
+bool shareLegacy(const char* self, int ordinal, CUstream stream, course::Verdict& verdict);
 void shareVmm(const char* self, int ordinal, CUdevice device, CUstream stream, course::Verdict& verdict);
 void sharePool(const char* self, int ordinal, CUdevice device, CUstream stream, course::Verdict& verdict);
 

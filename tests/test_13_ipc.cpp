@@ -180,6 +180,9 @@ TEST_CASE("Lesson 13 passes and the parent reads the child's pattern back in all
         CHECK(checkHeld(r, name + " parent reads the child's pattern"));
         CHECK(checkHeld(r, name + " child exits cleanly"));
     }
+    // The legacy handle shares the driver's whole block: a 2 MiB-multiple size shares nothing else.
+    CHECK(valueOf(r.out, "legacy: the allocation the driver reports") == "2097152 bytes, starting at the buffer: yes");
+    CHECK(checkHeld(r, "legacy shares a whole allocation of a 2 MiB-multiple size"));
     CHECK_FALSE(contains(r.out, ": SKIP ("));
 }
 
