@@ -109,21 +109,30 @@ int main(int argc, char** argv) {
         lesson20::kTileRows, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
     verdict.check("a global address off a 16-byte boundary is refused with CUDA_ERROR_INVALID_VALUE",
                   refused("globalAddress 4 bytes past the matrix's start", misaligned));
-    // (b) A packed 1001-column matrix: rows 4004 bytes apart, not a multiple of 16. Padding
-    // each row to 4016 bytes (the next multiple of 16) makes it a valid tensor.
+    // (b) A packed 1001-column matrix: rows 4004 bytes apart, not a multiple of 16 (cuda.h's rule).
+    // Padded to 4016 bytes (the next multiple of 16) the driver accepts it, but NVIDIA's CUDA
+    // Programming Guide (section 4.12.2.2.5) asks for global memory aligned to 128 bytes with any
+    // swizzle mode (16 only without): an accepted encode shows what the driver checks, not that
+    // the tensor is valid. Padded to 4096 bytes (a multiple of 128) it is valid by both texts.
     constexpr cuuint64_t kOddCols = 1001;
     const CUresult oddStride = REPORT_DRIVER(lesson20::encodeFloatMatrix(
         &wrong, matrix, kOddCols, kRows / 2, kOddCols * sizeof(float), lesson20::kTileCols, lesson20::kTileRows,
         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
     verdict.check("a row stride that is not a multiple of 16 bytes is refused with CUDA_ERROR_INVALID_VALUE",
                   refused("globalStrides {4004} (1001 packed floats)", oddStride));
-    const cuuint64_t paddedBytes = (kOddCols * sizeof(float) + 15) / 16 * 16;
+    const cuuint64_t sixteenBytes = (kOddCols * sizeof(float) + 15) / 16 * 16;
+    const CUresult sixteen =
+        lesson20::encodeFloatMatrix(&wrong, matrix, kOddCols, kRows / 2, sixteenBytes, lesson20::kTileCols,
+                                    lesson20::kTileRows, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    std::printf("globalStrides {%llu} (padded to 16 bytes, below the guide's 128 for a swizzled map): %s\n",
+                static_cast<unsigned long long>(sixteenBytes), course::driverErrorName(sixteen));
+    const cuuint64_t paddedBytes = (kOddCols * sizeof(float) + 127) / 128 * 128;
     const CUresult padded =
         lesson20::encodeFloatMatrix(&wrong, matrix, kOddCols, kRows / 2, paddedBytes, lesson20::kTileCols,
                                     lesson20::kTileRows, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    std::printf("globalStrides {%llu} (the same rows padded to a multiple of 16): %s\n",
+    std::printf("globalStrides {%llu} (the same rows padded to a multiple of 128): %s\n",
                 static_cast<unsigned long long>(paddedBytes), course::driverErrorName(padded));
-    verdict.check("the same matrix with rows padded to a multiple of 16 bytes encodes", padded == CUDA_SUCCESS);
+    verdict.check("the same matrix with rows padded to a multiple of 128 bytes encodes", padded == CUDA_SUCCESS);
     // (c) A box 64 floats wide: its rows are 256 bytes, more than the 128-byte swizzle span.
     // (Without swizzle, or with 64 x 2-byte elements, the same box would be fine.)
     const CUresult wideBox = REPORT_DRIVER(

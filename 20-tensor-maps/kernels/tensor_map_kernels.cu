@@ -73,6 +73,26 @@ __device__ __forceinline__ void barrierArriveExpectBytes(std::uint64_t* barrier,
                  : "memory");
 }
 
+// elect.sync: one lane of the (converged) calling warp is elected and gets true, every other
+// lane false. Every lane of the warp must call it together. NVIDIA's CUDA Programming Guide
+// (section 4.12.2.1) issues the bulk copies from a lane elected this way rather than under
+// `threadIdx.x == 0`, for which the compiler "may insert a peeling loop" around the copy.
+__device__ __forceinline__ bool electOneLane() {
+    unsigned int elected = 0;
+    asm volatile("{\n\t.reg .pred p;\n\telect.sync _|p, 0xffffffff;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+                 : "=r"(elected)
+                 :
+                 : "memory");
+    return elected != 0;
+}
+
+// One thread of the block does a block's single-thread work: an elected lane of warp 0. The
+// first test is the same in every lane of a warp, so warp 0 reaches elect.sync converged (the
+// lesson's blocks are whole warps).
+__device__ __forceinline__ bool electedThreadOfBlock() {
+    return threadIdx.x / 32 == 0 && electOneLane();
+}
+
 // %globaltimer: a nanosecond clock, the deadline's measure.
 __device__ __forceinline__ unsigned long long globalTimerNs() {
     unsigned long long t;
@@ -145,7 +165,7 @@ __device__ __forceinline__ float4 loadShared16(unsigned int address) {
     return v;
 }
 
-// One thread loads the box at (x, y) into `tile`; every thread of the block waits for it.
+// One elected thread loads the box at (x, y) into `tile`; every thread of the block waits for it.
 // Returns whether the box arrived before the deadline, the same answer in every thread.
 // It waits for phase 0 (parity 0) of a barrier it has just initialised, so it works once per
 // barrier: a loop that loads tile after tile through the same barrier must wait for parity 1
@@ -153,14 +173,14 @@ __device__ __forceinline__ float4 loadShared16(unsigned int address) {
 // has finished waiting on it).
 __device__ __forceinline__ bool loadTileForBlock(void* tile, unsigned int bytes, const CUtensorMap& map, int x, int y,
                                                  std::uint64_t* barrier) {
-    if (threadIdx.x == 0) {
+    if (electedThreadOfBlock()) {
         barrierInit(barrier, 1);
         fenceProxyAsync();
     }
     // No thread waits on the barrier before it is initialised; and every thread's earlier writes
-    // to the tile (transformTiles poisons it) come before thread 0 starts the load.
+    // to the tile (transformTiles poisons it) come before the elected thread starts the load.
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (electedThreadOfBlock()) {
         // The whole box's bytes, edge boxes too: the load sets the box's out-of-bounds
         // elements to the fill (PTX ISA, "Out of Boundary Access") and counts "the amount of data
         // copied in bytes" off the barrier (PTX ISA, cp.async.bulk.tensor). A count the copy
@@ -226,8 +246,8 @@ extern "C" __global__ void transformTiles(const __grid_constant__ CUtensorMap in
     // orders the two. (No check here can show it missing: a run without it may well store the
     // same values. The rule, not an observation, is why it is here.)
     fenceProxyAsync();
-    __syncthreads();  // every thread's writes, before thread 0 starts the store
-    if (threadIdx.x == 0) {
+    __syncthreads();  // every thread's writes, before the elected thread starts the store
+    if (electedThreadOfBlock()) {
         storeTile(output, x, y, tile);
         // Until the engine has read the tile, the block may neither overwrite it nor exit.
         // (Nothing here touches the tile after the store, so no check can show the wait missing.)
