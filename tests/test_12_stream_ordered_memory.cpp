@@ -39,6 +39,7 @@ const std::vector<std::string> kPoolBasicsChecks = {
 const std::vector<std::string> kCrossStreamChecks = {
     "no reuse across an event with every policy off",
     "no reuse without the event wait",
+    "after the host synchronised with A the block is reused with every policy off",
     "nothing in use in the pool at the end",
 };
 
@@ -189,6 +190,8 @@ TEST_CASE("Lesson 12 cross_stream_reuse: no reuse where no policy allows it, reu
           "1 1 1");
     CHECK(valueOf(r.out, "B reused A's block, all policies off, B waits on A's event") == "no");
     CHECK(valueOf(r.out, "B reused A's block, FOLLOW_EVENT_DEPENDENCIES, no event") == "no");
+    // Documented by NVIDIA's Programming Guide (sections 4.3.4.4-4.3.4.5), not by cuda.h.
+    CHECK(valueOf(r.out, "B reused A's block, all policies off, after cuStreamSynchronize(A)") == "yes");
     CHECK(valueOf(r.out, "used by the pool at the end") == "0 bytes");
     // The control: the same round as "all policies off", with the policy on. Reuse there is
     // allowed, not promised; without it the "no" above shows nothing about the policy.
