@@ -4,8 +4,12 @@
 // The driver copies the buffer byte for byte into the kernel's parameter space, so each
 // argument must sit exactly where the kernel looks for it: at the next offset that is a
 // multiple of the argument's own alignment, as the members of a C struct are laid out.
-// The alignment comes from alignof(T), never typed by hand at each call: a hand-typed
-// alignment is the mistake that makes an argument land where the kernel does not look.
+// The alignment comes from alignof(T), never typed by hand at each call. NVIDIA's Programming
+// Guide (section 3.3.3) packs its sample buffer with ALIGN_UP() and ADD_TO_PARAM_BUFFER(value,
+// alignment) and types some alignments (`ADD_TO_PARAM_BUFFER(f4, 16)`): right for float4, but
+// a typed number that is not the device's alignment (a struct's, guessed) puts the argument
+// where the kernel does not look. cuFuncGetParamInfo's offsets, read from the kernel's image,
+// are the truth: param_buffer.cpp checks every offset placed here against them.
 #pragma once
 
 #include <cstddef>

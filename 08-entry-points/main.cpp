@@ -146,7 +146,8 @@ void comparePerThreadVariants(void* library, int askVersion, course::Verdict& ve
 }
 
 // Step 8: cuMemAlloc through the runtime, compared with the driver's answer at 3020. Checks
-// that the runtime gave a function; which one it is is printed, not judged.
+// that the runtime gave a function; which one it is is printed, not judged, and never called
+// (cudaGetDriverEntryPoint takes no version: its ABI is the runtime's, not a typedef's).
 void lookUpThroughRuntime(void* library, void* driverMemAlloc, course::Verdict& verdict) {
     void* runtimeMemAlloc = nullptr;
 #if CUDART_VERSION >= 12050
@@ -216,7 +217,8 @@ int main(int argc, char** argv) {
 
     // Step 4: the three ways a lookup gives no function. An unknown name and a name
     // that exists only from a later version both return CUDA_SUCCESS with a NULL
-    // pointer; only the status tells them apart. A version above the driver's is an error.
+    // pointer, as cuda.h says (the Programming Guide's 4.20.3.1 says CUDA_ERROR_NOT_FOUND, its
+    // 4.20.5 CUDA_SUCCESS); only the status tells them apart. Above the driver's: an error.
     course::printStep(4, "what the status says");
     // The version this program's cuda.h describes, but never above what the driver can
     // answer (a toolkit may be a minor release newer than the driver).
@@ -232,8 +234,8 @@ int main(int argc, char** argv) {
 
     // Step 6: call through resolved pointers. Each typedef names the version it
     // describes; asking for that same version keeps the call right on every driver,
-    // whatever later versions of the function appear. (3020 is CUDA 3.2, where the
-    // 64-bit CUdeviceptr forms arrived.)
+    // whatever later versions of the function appear (a version read at run time would
+    // not). 3020 is CUDA 3.2, where the 64-bit CUdeviceptr forms arrived.
     course::printStep(6, "call through resolved pointers");
     const auto ctxCreate = resolve<PFN_cuCtxCreate_v3020>("cuCtxCreate", 3020);
     const auto ctxDestroy = resolve<PFN_cuCtxDestroy_v4000>("cuCtxDestroy", 4000);
