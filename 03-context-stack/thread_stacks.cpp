@@ -1,4 +1,4 @@
-// Lesson 03, program 4 — stacks are per thread.
+// Lesson 03, program 5 — stacks are per thread.
 //
 // The main thread keeps ctxA current the whole time. A new thread still starts with an
 // empty stack: what other threads pushed is not current there. A context that is alive

@@ -1,10 +1,14 @@
 // Lesson 07, program 3 — what cudaDeviceReset does under driver code.
 //
-// cudaDeviceReset acts on the context current on the calling thread. This program
-// measures both cases: a context from cuCtxCreate (the reset leaves it, its memory
-// and its settings alone), and the primary context that driver code retained and
-// configured (the reset tears it down under that code). Then it does the same to
-// the primary context with the driver's cuDevicePrimaryCtxReset and compares.
+// cuda_runtime_api.h says two things: cudaDeviceReset "will deinitialize the primary
+// context for the calling thread's current device", and "If a non-primary CUcontext is
+// current to the thread, cudaDeviceReset() will destroy only the internal CUDA RT state
+// for that CUcontext". This program measures three cases: a cuCtxCreate context current
+// (the reset leaves it, its memory and its settings alone), the same with the primary
+// context active beside it (does the reset destroy the primary context although it is not
+// current? the run prints what it saw), and the primary context current, retained and
+// configured by driver code (the reset tears it down under that code). Then it does the
+// last to the primary context with the driver's cuDevicePrimaryCtxReset and compares.
 //
 //   device_reset [--device N]
 #include <cuda.h>
@@ -15,6 +19,7 @@
 #include <vector>
 
 #include "../common/check_driver.h"
+#include "../common/context_flags.h"
 #include "../common/course_util.h"
 #include "../common/cuda_compat.h"
 #include "interop.h"
@@ -97,6 +102,85 @@ ResetSeen resetRetainedPrimary(CUdevice device, int ordinal, Reset how) {
     return seen;
 }
 
+// What the program sees when cudaDeviceReset runs with a cuCtxCreate context current
+// while the primary context of the same device is active: retained, with memory in it.
+struct ResetBeside {
+    bool activeBefore = false;
+    bool activeAfter = false;
+    bool createdStillCurrent = false;
+    bool primaryMemoryFound = false;   // cuMemGetAddressRange, with the primary context current
+    bool primaryMemoryIntact = false;  // found, and it reads back what was written
+};
+
+// cuDevicePrimaryCtxGetState, printed: the active flag and the flags word.
+bool primaryActive(CUdevice device, const char* moment) {
+    unsigned int flags = 0;
+    const bool active = interop::primaryContextActive(device, &flags);
+    std::printf("primary context %s: active %s, flags 0x%x (%s)\n", moment, yesNo(active), flags,
+                course::describeContextFlags(flags).c_str());
+    return active;
+}
+
+// Library code keeps the primary context retained with memory in it; other code has its
+// own cuCtxCreate context current; then cudaDeviceReset runs. Which context it acts on is
+// observed, not assumed, and the clean-up is right for either outcome.
+ResetBeside resetBesideActivePrimary(CUdevice device) {
+    ResetBeside seen;
+    constexpr int kCount = 4096;
+    constexpr size_t kBytes = kCount * sizeof(float);
+    std::vector<float> values(kCount);
+    for (int i = 0; i < kCount; ++i) values[i] = static_cast<float>(3 * i + 1);
+    CUcontext primary = nullptr;
+    CHECK_DRIVER(cuDevicePrimaryCtxRetain(&primary, device));  // one reference: one release below
+    CHECK_DRIVER(cuCtxPushCurrent(primary));
+    CUdeviceptr inPrimary = 0;
+    CHECK_DRIVER(cuMemAlloc(&inPrimary, kBytes));
+    CHECK_DRIVER(cuMemcpyHtoD(inPrimary, values.data(), kBytes));
+    CUcontext popped = nullptr;
+    CHECK_DRIVER(cuCtxPopCurrent(&popped));
+    CUcontext created = nullptr;
+    CHECK_DRIVER(course::ctxCreate(&created, 0, device));  // pushed: current on this thread
+    seen.activeBefore = primaryActive(device, "before the reset");
+
+    CHECK_RUNTIME(cudaDeviceReset());
+    std::printf("cudaDeviceReset with the created context current: done\n");
+    seen.activeAfter = primaryActive(device, "after the reset");
+    CUcontext current = nullptr;
+    CHECK_DRIVER(cuCtxGetCurrent(&current));
+    seen.createdStillCurrent = current == created;
+    std::printf("current context after this reset: %s\n",
+                seen.createdStillCurrent ? "the created context (unchanged)" : "CHANGED");
+    const CUresult createdSync = REPORT_DRIVER(cuCtxSynchronize());
+    std::printf("created context, cuCtxSynchronize after the reset: %s\n", course::driverErrorName(createdSync));
+
+    // The primary context's memory, asked with the primary context current. It is freed
+    // only if it is still there: a reset that destroyed the context took the buffer with it.
+    const CUresult pushed = REPORT_DRIVER(cuCtxPushCurrent(primary));
+    std::printf("cuCtxPushCurrent(primary) after the reset: %s\n", course::driverErrorName(pushed));
+    if (pushed == CUDA_SUCCESS) {
+        CUdeviceptr base = 0;
+        size_t size = 0;
+        const CUresult range = REPORT_DRIVER(cuMemGetAddressRange(&base, &size, inPrimary));
+        std::printf("primary context buffer, cuMemGetAddressRange after the reset: %s\n",
+                    course::driverErrorName(range));
+        seen.primaryMemoryFound = range == CUDA_SUCCESS && base == inPrimary;
+        if (seen.primaryMemoryFound) {
+            std::vector<float> back(kCount);
+            CHECK_DRIVER(cuMemcpyDtoH(back.data(), inPrimary, kBytes));
+            seen.primaryMemoryIntact = interop::countMatching(back, values) == kCount;
+            CHECK_DRIVER(cuMemFree(inPrimary));
+        }
+        CHECK_DRIVER(cuCtxPopCurrent(&popped));
+    }
+    std::printf("primary context memory survives cudaDeviceReset with a created context current: %s\n",
+                yesNo(seen.primaryMemoryIntact));
+    // One retain, one release. cuda.h: "it is safe for other modules to call
+    // cuDevicePrimaryCtxRelease() even after resetting the device."
+    CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+    CHECK_DRIVER(cuCtxDestroy(created));
+    return seen;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -161,14 +245,24 @@ int main(int argc, char** argv) {
     const bool createdContextUntouched = stillCurrent && memoryKept && settingKept && relaunchOk == kCount;
     std::printf("cuCtxCreate context untouched by cudaDeviceReset: %s\n", yesNo(createdContextUntouched));
 
-    // Step 3: the primary context, retained and configured by driver code, reset by the runtime.
-    course::printStep(3, "cudaDeviceReset under driver code that retained the primary context");
+    // Step 3: the case that tells which context cudaDeviceReset acts on: a created context
+    // current, the primary context of the same device active beside it. Its outcome is
+    // printed; the checks hold whichever way it goes.
+    course::printStep(3, "cudaDeviceReset with a created context current and the primary context active");
+    const ResetBeside beside = resetBesideActivePrimary(device);
+    verdict.check("primary context active before the reset", beside.activeBefore);
+    verdict.check("created context still current after the reset", beside.createdStillCurrent);
+    const bool agree = beside.activeAfter ? beside.primaryMemoryIntact : !beside.primaryMemoryFound;
+    verdict.check("primary context's active flag agrees with its memory after the reset", agree);
+
+    // Step 4: the primary context, retained and configured by driver code, reset by the runtime.
+    course::printStep(4, "cudaDeviceReset under driver code that retained the primary context");
     const ResetSeen byRuntime = resetRetainedPrimary(device, ordinal, Reset::Runtime);
     verdict.check("retaining the primary context leaves no context current", byRuntime.retainLeftNoneCurrent);
     verdict.check("cudaDeviceReset loses the primary context's setting", byRuntime.settingLost);
 
-    // Step 4: the same sequence with the driver's own reset of the primary context.
-    course::printStep(4, "cuDevicePrimaryCtxReset, for comparison");
+    // Step 5: the same sequence with the driver's own reset of the primary context.
+    course::printStep(5, "cuDevicePrimaryCtxReset, for comparison");
     const ResetSeen byDriver = resetRetainedPrimary(device, ordinal, Reset::Driver);
     verdict.check("cuDevicePrimaryCtxReset loses the primary context's setting", byDriver.settingLost);
     const bool sameEffect =
@@ -178,8 +272,8 @@ int main(int argc, char** argv) {
     std::printf("cudaDeviceReset and cuDevicePrimaryCtxReset, same observations: %s\n", yesNo(sameEffect));
     verdict.check("both resets give the same observations", sameEffect);
 
-    // Step 5: the reset spared the created context, and tore down the retained primary
+    // Step 6: the reset spared the created context, and tore down the retained primary
     // context's setting, the same way the driver's reset does (each check above printed its line).
-    course::printStep(5, "check");
+    course::printStep(6, "check");
     return verdict.finish();
 }

@@ -49,11 +49,13 @@ inline int countMatching(const std::vector<float>& got, const std::vector<float>
 }
 
 // The primary context's "active" flag: set while it is initialised (someone retained
-// it, or the runtime started in it), cleared by a reset or the last release.
-inline bool primaryContextActive(CUdevice device) {
-    unsigned int flags = 0;
+// it, or the runtime started in it), cleared by a reset or the last release. Its flags
+// word (the same call answers both) goes to *flags when asked for.
+inline bool primaryContextActive(CUdevice device, unsigned int* flags = nullptr) {
+    unsigned int stateFlags = 0;
     int active = 0;
-    CHECK_DRIVER(cuDevicePrimaryCtxGetState(device, &flags, &active));
+    CHECK_DRIVER(cuDevicePrimaryCtxGetState(device, &stateFlags, &active));
+    if (flags != nullptr) *flags = stateFlags;
     return active != 0;
 }
 

@@ -54,9 +54,10 @@ long long freeMemory() {
 }  // namespace
 
 // ---------------------------------------------------------------------------
-// The lesson's output: four programs, run in this order by make run-03.
+// The lesson's output: five programs, run in this order by make run-03.
 
-const std::vector<std::string> kPrograms = {"push_pop", "synchronize_scope", "memory_lifetime", "thread_stacks"};
+const std::vector<std::string> kPrograms = {"push_pop", "synchronize_scope", "memory_lifetime", "memory_owner",
+                                            "thread_stacks"};
 
 // Each program prints its stack copy after every change, top first; every "current
 // context" line is what the driver said, and it must be the copy's top.
@@ -78,7 +79,7 @@ void checkStacks(const RunResult& r, const std::vector<std::string>& expected) {
     }
 }
 
-TEST_CASE("Lesson 03 runs its four programs in order", "[cpu][lesson03]") {
+TEST_CASE("Lesson 03 runs its five programs in order", "[cpu][lesson03]") {
     CHECK(lessonPrograms(kLesson) == kPrograms);
 }
 
@@ -109,6 +110,17 @@ TEST_CASE("Lesson 03 prints the stack after every step in push and pop order", "
                         "ctxA", "ctxB ctxA",  // step 1
                         "ctxA",               // step 2: popped, not freed
                         "ctxB ctxA", "ctxA",  // step 3: destroying ctxB popped it
+                        "(empty)",            // step 4
+                    });
+    }
+    SECTION("memory_owner") {
+        const RunResult r = defaultRun(kLesson, "memory_owner");
+        requireRan(r);
+        checkStacks(r,
+                    {
+                        "ctxA", "ctxB ctxA",  // step 1
+                        "ctxA", "ctxB ctxA",  // step 2: ctxA allocates while ctxB is popped
+                        "ctxA",               // step 3: destroying ctxB popped it
                         "(empty)",            // step 4
                     });
     }
@@ -211,6 +223,25 @@ TEST_CASE("Lesson 03 with --free-by-destroy shows memory surviving a pop and fre
     // Compared with free memory before ctxB existed, so ctxB's own reservation cannot hide a leak.
     CHECK(valueOf(r.out, "check free memory back to its level before ctxB after cuCtxDestroy") == "ok");
     CHECK_FALSE(valueOf(r.out, "check cuMemFree gave the allocation back"));
+}
+
+TEST_CASE("Lesson 03 shows an address naming its context, and cuMemCreate memory outliving the context",
+          "[gpu][lesson03]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson, "memory_owner");
+    requireRan(r);  // exit 77: the device lacks unified addressing or virtual memory management
+    CHECK(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    CHECK(valueOf(r.out, "unified addressing") == "yes");
+    CHECK(valueOf(r.out, "CU_POINTER_ATTRIBUTE_CONTEXT of ctxA's allocation") == "ctxA");
+    CHECK(valueOf(r.out, "CU_POINTER_ATTRIBUTE_CONTEXT of ctxB's allocation") == "ctxB");
+    for (const char* check :
+         {"allocations in ctxA and ctxB have different addresses",
+          "each allocation's CU_POINTER_ATTRIBUTE_CONTEXT names the context that made it",
+          "cuMemCreate memory still taken after destroying ctxB", "cuMemRelease gave the cuMemCreate memory back"}) {
+        INFO(check);
+        CHECK(valueOf(r.out, std::string("check ") + check) == "ok");
+    }
 }
 
 TEST_CASE("Lesson 03 rejects an unknown argument with a usage line and exit 2", "[cpu][lesson03]") {

@@ -102,6 +102,33 @@ TEST_CASE("Lesson 07 shows cudaDeviceReset wiping state of a primary context the
     CHECK(valueOf(r.out, "cudaDeviceReset and cuDevicePrimaryCtxReset, same observations") == "yes");
 }
 
+TEST_CASE("Lesson 07 runs cudaDeviceReset with a created context current and the primary context active, "
+          "and prints what became of the primary context",
+          "[gpu][lesson07]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson, kReset);
+    REQUIRE(r.exitCode == 0);
+    CHECK(valueOf(r.out, "cudaDeviceReset with the created context current") == "done");
+    CHECK(valueOf(r.out, "current context after this reset") == "the created context (unchanged)");
+    const auto before = valueOf(r.out, "primary context before the reset");
+    REQUIRE(before);
+    CHECK(contains(*before, "active yes"));
+    // Either outcome is a result; the program must print one, and its state must agree with it.
+    const auto survives =
+        valueOf(r.out, "primary context memory survives cudaDeviceReset with a created context current");
+    REQUIRE(survives);
+    CHECK((*survives == "yes" || *survives == "no"));
+    const auto after = valueOf(r.out, "primary context after the reset");
+    REQUIRE(after);
+    CHECK(contains(*after, *survives == "yes" ? "active yes" : "active no"));
+    for (const char* check :
+         {"primary context active before the reset", "created context still current after the reset",
+          "primary context's active flag agrees with its memory after the reset"}) {
+        INFO(check);
+        CHECK(valueOf(r.out, std::string("check ") + check) == "ok");
+    }
+}
+
 // The same behaviours, checked directly through the driver, without the lesson.
 
 TEST_CASE("The primary context has one handle per device, and retaining it does not make it current",
