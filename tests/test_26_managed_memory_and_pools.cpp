@@ -158,7 +158,11 @@ TEST_CASE("Lesson 26 managed_memory: one pointer for CPU and kernel, prefetches 
         CHECK(valueOf(r.out, "cuDeviceGetHostAtomicCapabilities for CU_ATOMIC_OPERATION_MAX") ==
               "CUDA_ERROR_INVALID_VALUE");
         CHECK(valueOf(r.out, "host atomic INTEGER_ADD").has_value());  // printed, not judged
-        CHECK(checkOk(r.out, "an operation outside CUatomicOperation is refused with CUDA_ERROR_INVALID_VALUE"));
+        CHECK(valueOf(r.out, "operations answered") == "13 of 13");
+        CHECK(checkOk(r.out, "cuDeviceGetHostAtomicCapabilities wrote an answer for each of the 13 operations"));
+        CHECK(checkOk(r.out,
+                      "CU_ATOMIC_OPERATION_MAX, the enumerator after the 13 operations, is refused with "
+                      "CUDA_ERROR_INVALID_VALUE"));
     } else {
         CHECK(contains(r.out, "section host atomics: SKIP ("));
     }
