@@ -12,6 +12,10 @@
 // that the writes after it arrive, that the ranges outside a discard batch keep their bytes, and
 // where each range was last prefetched to; a discard left out, or a batch one range short, would
 // print the same lines (the prefetch half of cuMemDiscardAndPrefetchBatchAsync would not).
+// LAST_PREFETCH_LOCATION is defined as where all pages "were prefetched explicitly via
+// ::cuMemPrefetchAsync" (cuda.h:14709-14711); cuda.h does not say that it records a batch's prefetches.
+// That it does was observed on the H200 in the README's captured run, and the location checks here
+// rely on it: on a driver where it does not, they fail.
 //
 //   managed_batches               the walkthrough (CUDA 13.0 headers and driver, else SKIP)
 //   managed_batches --device N    another GPU
@@ -148,8 +152,9 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuMemPrefetchBatchAsync(ranges, sizes, kRanges, split, splitAt, 2, 0, stream));
     CHECK_DRIVER(cuStreamSynchronize(stream));
     course::Verdict verdict;
-    // "The semantics of the individual prefetch operations are as described in cuMemPrefetchAsync"
-    // (cuda.h:14565), whose target LAST_PREFETCH_LOCATION reports.
+    // "The semantics of the individual prefetch operations are as described in ::cuMemPrefetchAsync"
+    // (cuda.h:14565); cuda.h says no more about what LAST_PREFETCH_LOCATION then reads (the top of this
+    // file: what the checks rely on was observed).
     const bool toGpu = lastPrefetchedTo(ranges, 0, 2, ordinal, "after the batch");
     const bool toHost = lastPrefetchedTo(ranges, 2, 4, -1, "after the batch");
     verdict.check("each range names the location its batch entry gave", toGpu && toHost);

@@ -33,33 +33,38 @@ constexpr size_t kWords = size_t{16} << 20;  // 64 MiB of 32-bit words
 constexpr size_t kBytes = kWords * sizeof(unsigned int);
 constexpr unsigned int kSeed = 26;
 
-// Step 1: what the device says about managed and pageable memory. Each value is printed with what
-// cuda.h says it means (the attributes' comments, cuda.h:811-829); the values belong to the machine.
+// Step 1: what the device says about managed and pageable memory. Each value is printed with the
+// comment cuda.h gives its enumerator, quoted whole; the values belong to the machine.
 int printManagedAttributes(CUdevice device) {
     struct Named {
         CUdevice_attribute attribute;
         const char* name;
-        const char* meaning;  // cuda.h's own words for a non-zero value
+        const char* meaning;  // the enumerator's comment in cuda.h, verbatim
     };
     // The name printed is the enumerator's own spelling (#attribute): the value read and the name it is
     // printed under come from one token. The values are printed, never judged, and on a GPU where two of
     // them are equal no output would show one read under the other's name.
 #define LESSON26_NAMED(attribute, meaning) Named{attribute, #attribute, meaning}
     static constexpr Named kAttributes[] = {
-        LESSON26_NAMED(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, "device can allocate managed memory on this system"),
+        // cuda.h:811
+        LESSON26_NAMED(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, "Device can allocate managed memory on this system"),
+        // cuda.h:817
         LESSON26_NAMED(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
-                       "device can coherently access managed memory concurrently with the CPU"),
+                       "Device can coherently access managed memory concurrently with the CPU"),
+        // cuda.h:816
         LESSON26_NAMED(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS,
-                       "device supports coherently accessing pageable memory without registering it"),
+                       "Device supports coherently accessing pageable memory without calling cudaHostRegister on it"),
+        // cuda.h:828
         LESSON26_NAMED(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES,
-                       "device accesses pageable memory via the host's page tables"),
+                       "Device accesses pageable memory via the host's page tables."),
+        // cuda.h:829
         LESSON26_NAMED(CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST,
-                       "host can directly access managed memory on the device without migration"),
+                       "The host can directly access managed memory on the device without migration."),
     };
 #undef LESSON26_NAMED
     for (const Named& named : kAttributes) {
         const int value = course::deviceAttribute(device, named.attribute);
-        std::printf("%s: %d (%s: %s)\n", named.name, value, value ? "1 means" : "1 would mean", named.meaning);
+        std::printf("%s: %d (%s: \"%s\")\n", named.name, value, value ? "1 means" : "1 would mean", named.meaning);
     }
     return course::deviceAttribute(device, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY);
 }

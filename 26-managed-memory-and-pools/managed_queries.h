@@ -128,15 +128,22 @@ inline bool onlyAccessedBy(const Advice& advice, int first) {
 
 // Step 6 of managed_memory: the link's native atomics (13.0 headers and driver, as the course asks).
 // Each answer is "a bitmask indicating which of CUatomicOperationCapability the link supports
-// natively" (cuda.h:5507-5508); printed, never judged: the values belong to the machine. What is
-// checked is the refusal cuda.h documents: INVALID_VALUE "if any of *operations is not valid"
-// (cuda.h:5512-5513).
+// natively" (cuda.h:5507-5508); printed, never judged: the values belong to the machine. Checked: that
+// the driver wrote an answer for every operation asked (each entry is preset to a value no answer has),
+// and how it answers CU_ATOMIC_OPERATION_MAX. That is an enumerator of CUatomicOperation, the one after
+// the thirteen operations (INTEGER_ADD = 0 to FLOAT_MAX = 12), so 13, with no comment of its own
+// (cuda.h:3197-3212); cuda.h documents INVALID_VALUE "if any of *operations is not valid"
+// (cuda.h:5512-5513) and does not say whether CU_ATOMIC_OPERATION_MAX is valid. The refusal the check
+// expects is the one observed on the H200 in the README's captured run.
 inline void printHostAtomics([[maybe_unused]] course::Verdict& verdict, [[maybe_unused]] CUdevice device,
                              int driverVersion) {
-    const char* const kRefused = "an operation outside CUatomicOperation is refused with CUDA_ERROR_INVALID_VALUE";
+    const char* const kAnswered = "cuDeviceGetHostAtomicCapabilities wrote an answer for each of the 13 operations";
+    const char* const kRefused =
+        "CU_ATOMIC_OPERATION_MAX, the enumerator after the 13 operations, is refused with CUDA_ERROR_INVALID_VALUE";
     const std::string reason = versionReason(kCuda13, driverVersion, "cuDeviceGetHostAtomicCapabilities");
     if (!reason.empty()) {
         std::printf("section host atomics: SKIP (%s)\n", reason.c_str());
+        skipCheck(kAnswered, reason);
         skipCheck(kRefused, reason);
         return;
     }
@@ -144,22 +151,36 @@ inline void printHostAtomics([[maybe_unused]] course::Verdict& verdict, [[maybe_
     const int all = course::deviceAttribute(device, CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED);
     const int some = course::deviceAttribute(device, CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED);
     std::printf(
-        "CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED: %d (%s: the link supports all native atomic "
-        "operations)\n",
-        all, all ? "1 means" : "1 would mean");
-    std::printf("CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED: %d (%s: only some of them)\n", some,
-                some ? "1 means" : "1 would mean");
+        "CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED: %d (%s: \"Link between the device and the host supports "
+        "all native atomic operations\")\n",
+        all, all ? "1 means" : "1 would mean");  // cuda.h:814
+    std::printf(
+        "CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED: %d (%s: \"Link between the device and the host "
+        "supports only some native atomic operations\")\n",
+        some, some ? "1 means" : "1 would mean");  // cuda.h:876
     static const char* const kOperations[] = {
         "INTEGER_ADD", "INTEGER_MIN", "INTEGER_MAX", "INTEGER_INCREMENT", "INTEGER_DECREMENT", "AND",      "OR",
         "XOR",         "EXCHANGE",    "CAS",         "FLOAT_ADD",         "FLOAT_MIN",         "FLOAT_MAX"};
     static const char* const kCapabilities[] = {"SIGNED",    "UNSIGNED",   "REDUCTION",  "SCALAR_32",
                                                 "SCALAR_64", "SCALAR_128", "VECTOR_32x4"};
-    constexpr unsigned int kCount = CU_ATOMIC_OPERATION_MAX;  // 13: every operation cuda.h lists
+    constexpr unsigned int kCount = CU_ATOMIC_OPERATION_MAX;  // 13: the operations 0 to 12 cuda.h lists
+    // Every bit set: cuda.h names seven capability bits (cuda.h:3218-3224), so no answer it describes has
+    // all 32, and an entry the driver left unwritten reads as this, not as "none natively".
+    constexpr unsigned int kUnwritten = 0xFFFFFFFFu;
     CUatomicOperation operations[kCount];
-    unsigned int capabilities[kCount] = {};
-    for (unsigned int i = 0; i < kCount; ++i) operations[i] = static_cast<CUatomicOperation>(i);
-    CHECK_DRIVER(cuDeviceGetHostAtomicCapabilities(capabilities, operations, kCount, device));
+    unsigned int capabilities[kCount];
     for (unsigned int i = 0; i < kCount; ++i) {
+        operations[i] = static_cast<CUatomicOperation>(i);
+        capabilities[i] = kUnwritten;
+    }
+    CHECK_DRIVER(cuDeviceGetHostAtomicCapabilities(capabilities, operations, kCount, device));
+    unsigned int answered = 0;
+    for (unsigned int i = 0; i < kCount; ++i) {
+        if (capabilities[i] == kUnwritten) {
+            std::printf("host atomic %s: not written\n", kOperations[i]);
+            continue;
+        }
+        ++answered;
         std::string bits;
         for (unsigned int b = 0; b < 7; ++b)
             if (capabilities[i] & (1u << b)) bits += (bits.empty() ? "" : " | ") + std::string(kCapabilities[b]);
@@ -170,6 +191,8 @@ inline void printHostAtomics([[maybe_unused]] course::Verdict& verdict, [[maybe_
         }
         std::printf("host atomic %s: %s\n", kOperations[i], bits.empty() ? "none natively" : bits.c_str());
     }
+    std::printf("operations answered: %u of %u\n", answered, kCount);
+    verdict.check(kAnswered, answered == kCount);
     CUatomicOperation invalid = CU_ATOMIC_OPERATION_MAX;
     unsigned int ignored = 0;
     const CUresult refused = cuDeviceGetHostAtomicCapabilities(&ignored, &invalid, 1, device);

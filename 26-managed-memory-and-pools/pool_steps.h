@@ -145,12 +145,18 @@ inline void checkTrimmed(course::Verdict& verdict, const char* name, unsigned lo
         verdict.check(name, after < before);
 }
 
-// Step 4: the graph allocator keeps what it reserved after the graph is gone (lesson 15);
-// cuDeviceGraphMemTrim frees the blocks no graph executing or scheduled uses (cuda.h:19920-19921),
-// which the reserve read before and after the trim shows. cuDeviceSetGraphMemAttribute resets the two
-// high watermarks; of USED_MEM_HIGH cuda.h says it "can only be reset to zero" (cuda.h:19970-19971),
-// of RESERVED_MEM_HIGH nothing of the kind (cuda.h:19972-19973), and the program sets both to 0. What
-// a reset watermark then reads is judged against what the allocator holds at that moment: no more.
+// Step 4: cuDeviceGraphMemTrim frees "unused memory that was cached on the specified device for use
+// with graphs": "Blocks which are not in use by a graph that is either currently executing or scheduled
+// to execute are freed back to the operating system" (cuda.h:19918-19921). cuda.h does not say that the
+// cache still holds a graph's memory once the graph is destroyed; that it did was observed in lesson 15
+// and on the H200 in the README's captured run (the reserve read before the trim), and where it holds
+// nothing the trim's check prints SKIP. The reserve is read as RESERVED_MEM_CURRENT, "Amount of memory,
+// in bytes, currently allocated for use by the CUDA graphs asynchronous allocator" (cuda.h:19945-19946).
+// cuDeviceSetGraphMemAttribute sets the two high watermarks; of USED_MEM_HIGH cuda.h says "High
+// watermark can only be reset to zero" (cuda.h:19970-19971), of RESERVED_MEM_HIGH nothing of the kind
+// (cuda.h:19972-19973), and the program sets both to 0. What a reset watermark then reads is judged
+// against what the allocator holds at that moment, no more: the course's choice of check, not a rule
+// cuda.h states.
 inline void trimAndResetGraphMemory(course::Verdict& verdict, CUcontext context, CUdevice device, CUstream stream) {
     const char* const kTrimmed = "cuDeviceGraphMemTrim gave back memory the graph allocator had reserved";
     runGraphOnce(context, device, stream);

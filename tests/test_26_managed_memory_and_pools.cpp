@@ -158,7 +158,11 @@ TEST_CASE("Lesson 26 managed_memory: one pointer for CPU and kernel, prefetches 
         CHECK(valueOf(r.out, "cuDeviceGetHostAtomicCapabilities for CU_ATOMIC_OPERATION_MAX") ==
               "CUDA_ERROR_INVALID_VALUE");
         CHECK(valueOf(r.out, "host atomic INTEGER_ADD").has_value());  // printed, not judged
-        CHECK(checkOk(r.out, "an operation outside CUatomicOperation is refused with CUDA_ERROR_INVALID_VALUE"));
+        CHECK(valueOf(r.out, "operations answered") == "13 of 13");
+        CHECK(checkOk(r.out, "cuDeviceGetHostAtomicCapabilities wrote an answer for each of the 13 operations"));
+        CHECK(checkOk(r.out,
+                      "CU_ATOMIC_OPERATION_MAX, the enumerator after the 13 operations, is refused with "
+                      "CUDA_ERROR_INVALID_VALUE"));
     } else {
         CHECK(contains(r.out, "section host atomics: SKIP ("));
     }
@@ -227,9 +231,9 @@ TEST_CASE("Lesson 26 first_touch_bench: every way writes every word of 1 GiB; me
     requireRan(r);  // CONCURRENT_MANAGED_ACCESS, 2 GiB of device memory and 256 MiB of host memory free
     REQUIRE(r.exitCode == 0);
     CHECK(contains(r.out, "Result = PASS"));
-    CHECK(valuesOf(r.out, "rounds") == std::vector<std::string>{"1, words not as the kernel wrote them: 0",
-                                                                "1, words not as the kernel wrote them: 0",
-                                                                "1, words not as the kernel wrote them: 0"});
+    CHECK(valuesOf(r.out, "rounds") == std::vector<std::string>{"1, words not as the two kernels wrote them: 0",
+                                                                "1, words not as the two kernels wrote them: 0",
+                                                                "1, words not as the two kernels wrote them: 0"});
     CHECK(valuesOf(r.out, "first touch, the kernel").size() == 3);  // printed, not judged
     CHECK(valuesOf(r.out, "IS_MANAGED (cuPointerGetAttribute)") == std::vector<std::string>{"1", "1", "0"});
     const std::vector<std::string> lastPrefetch = {"CU_DEVICE_INVALID", "GPU 0",
@@ -237,7 +241,7 @@ TEST_CASE("Lesson 26 first_touch_bench: every way writes every word of 1 GiB; me
     CHECK(valuesOf(r.out, "last prefetch location after the kernels") == lastPrefetch);
     CHECK(checkOk(r.out, "IS_MANAGED reads 1 for both managed buffers and 0 for the cuMemAlloc buffer"));
     CHECK(checkOk(r.out, "LAST_PREFETCH_LOCATION names this GPU after the prefetch and no location without one"));
-    CHECK(checkOk(r.out, "the three timed spans of every round add up to the whole round"));
+    CHECK(checkOk(r.out, "the spans printed for every round fit within the host's clock around that round"));
     CHECK(valueOf(r.out, "free host memory, at least four times the 64 MiB staging buffer") == "yes");
     CHECK_FALSE(contains(r.out, "bench:"));
     requireChecksHeld(r);
@@ -288,7 +292,8 @@ TEST_CASE("The driver says a fresh managed range was never prefetched and carrie
     CHECK(readMostly == 0);
 }
 
-TEST_CASE("A new pool is READWRITE from its own device", "[gpu][lesson26]") {
+TEST_CASE("A new pool is accessible from its own device: cuMemPoolGetAccess reads READ or READWRITE there",
+          "[gpu][lesson26]") {
     requireGpu();
     CurrentPrimaryContext context;
     auto getAttribute = DRIVER_FUNCTION(driver(), cuDeviceGetAttribute);
@@ -307,7 +312,10 @@ TEST_CASE("A new pool is READWRITE from its own device", "[gpu][lesson26]") {
     REQUIRE(poolCreate(&pool, &properties) == CUDA_SUCCESS);
     const Cleanup destroyPool([&] { return poolDestroy(pool); });
     CUmemLocation own = lesson26::locationOf(context.device());
-    CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_MAX;
+    CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_MAX;  // no answer: an answer left unwritten shows
     CHECK(poolGetAccess(&flags, pool, &own) == CUDA_SUCCESS);
-    CHECK(flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);  // cuda.h: "accessible from the device it is allocated on"
+    // cuda.h: "By default, the pool's memory will be accessible from the device it is allocated on"
+    // (cuda.h:13518). It names no flag; of the three, PROT_NONE is "not accessible" (cuda.h:4148), so
+    // accessible is READ or READWRITE.
+    CHECK((flags == CU_MEM_ACCESS_FLAGS_PROT_READ || flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE));
 }
