@@ -285,7 +285,8 @@ TEST_CASE("dma_buf exports a range the kernel sees at its size, and says where i
         CHECK(importVerdict->starts_with("SKIP ("));
         CHECK(importVerdict->ends_with(kTegraOnly));
     }
-    // Its own descriptor closed, and the duplicate of a refused import: none left on the dma-buf.
+    // The descriptor, still the program's after the import (cuda.h transfers none for a dma-buf), closed:
+    // none left on the dma-buf.
     CHECK(valueOf(r.out, "descriptors of this process still on the dma-buf") == "0");
 #else
     CHECK(*importVerdict == "SKIP (built with CUDA " + course::formatCudaVersion(CUDA_VERSION) +
