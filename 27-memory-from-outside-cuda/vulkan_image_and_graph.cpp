@@ -216,7 +216,9 @@ int main(int argc, char** argv) {
     course::printStep(6, "a graph: wait for go, count, signal done; its nodes get new values");
     CUdeviceptr counter = 0;
     CHECK_DRIVER(cuMemAlloc(&counter, kCounterCount * sizeof(unsigned int)));
-    CHECK_DRIVER(cuMemsetD32(counter, 0, kCounterCount));
+    // Zeroed in the graph's stream: a non-blocking stream "should perform no implicit synchronization
+    // with stream 0" (cuda.h:14921-14922), so a cuMemsetD32 there would not be ordered before the launches.
+    CHECK_DRIVER(cuMemsetD32Async(counter, 0, kCounterCount, stream));
     CHECK_DRIVER(cuGraphCreate(&graph, 0));
     CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS waitValue{};
     waitValue.params.fence.value = 1;  // go reached 1 in step 5: as added, the node would not wait
