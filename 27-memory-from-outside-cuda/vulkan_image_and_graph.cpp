@@ -180,11 +180,14 @@ int main(int argc, char** argv) {
                                                           lesson27::kImageHeight, lesson27::kImageUsage, imageMemory);
     std::printf("image: %u x %u, VK_FORMAT_R8G8B8A8_UINT, optimal tiling; allocation size: %llu bytes, dedicated\n",
                 lesson27::kImageWidth, lesson27::kImageHeight, static_cast<unsigned long long>(imageMemory.size));
-    const lesson27::ImportedMemory external =
+    const CUexternalMemory external =
         lesson27::importMemory(lesson27::exportMemoryFd(vk, imageMemory.memory), imageMemory.size, true);
-    if (external.memory == nullptr) return EXIT_FAILURE;  // refused and reported: the end, as CHECK_DRIVER's
+    if (external == nullptr) {  // refused and reported: the end, as CHECK_DRIVER's, all released
+        lesson27::releaseAfterRefusal(vk, nullptr, stream, module, device, VK_NULL_HANDLE, image, imageMemory.memory);
+        return EXIT_FAILURE;
+    }
     CUmipmappedArray mipmap = nullptr;
-    const CUarray level0 = mapImage(external.memory, mipmap);
+    const CUarray level0 = mapImage(external, mipmap);
     course::Verdict verdict;
     verdict.check("CUDA's array has the image's size and format", lesson27::arrayMatchesImage(level0));
     const VkSemaphore go = lesson27::createExportableTimeline(vk);    // Vulkan (device, then host) -> CUDA
@@ -273,7 +276,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuDestroyExternalSemaphore(cuDone));
     CHECK_DRIVER(cuDestroyExternalSemaphore(cuGo));
     CHECK_DRIVER(cuMipmappedArrayDestroy(mipmap));  // cuda.h:16461
-    CHECK_DRIVER(cuDestroyExternalMemory(external.memory));
+    CHECK_DRIVER(cuDestroyExternalMemory(external));
     CHECK_DRIVER(cuStreamDestroy(stream));
     CHECK_DRIVER(cuModuleUnload(module));
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
