@@ -12,7 +12,6 @@
 //   dma_buf               the walkthrough
 //   dma_buf --device N    another GPU
 #include <cuda.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -99,19 +98,13 @@ void flushRdmaWrites(int flushOptions, int ordering) {
 // on Tegra Jetson platform starting with Thor series". The program tries anyway. cuda.h names no
 // error code for an import that is not supported (the call's list, cuda.h:16350-16355, has none for
 // it), and nothing in cuda.h tells a Thor from another GPU: so any refusal makes the check print
-// SKIP, with the code the call returned and cuda.h's reason. cuda.h gives the OPAQUE_FD descriptor
-// to the driver on a successful import and says nothing of a DMABUF_FD one, so the program hands
-// over a duplicate and, after a success, leaves it alone. Returns that duplicate (-1: none).
-int importBack(int fd, const std::vector<uint32_t>& expected, course::Verdict& verdict) {
+// SKIP, with the code the call returned and cuda.h's reason. Ownership: cuda.h transfers an
+// OPAQUE_FD descriptor to the driver on a successful import (cuda.h:16242-16244) and states no such
+// transfer for a DMABUF_FD one, so `fd` stays the program's whatever the answer: main closes it.
+void importBack(int fd, const std::vector<uint32_t>& expected, course::Verdict& verdict) {
     CUDA_EXTERNAL_MEMORY_HANDLE_DESC desc{};
     desc.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_DMABUF_FD;
-    desc.handle.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (desc.handle.fd < 0) {
-        const int error = errno;
-        std::fflush(stdout);
-        std::fprintf(stderr, "fcntl(fd, F_DUPFD_CLOEXEC, 0) failed: %s (errno %d)\n", std::strerror(error), error);
-        std::exit(EXIT_FAILURE);
-    }
+    desc.handle.fd = fd;
     desc.size = kExportBytes;
     desc.flags = 0;
     CUexternalMemory external = nullptr;
@@ -119,11 +112,10 @@ int importBack(int fd, const std::vector<uint32_t>& expected, course::Verdict& v
     std::printf("cuImportExternalMemory(CU_EXTERNAL_MEMORY_HANDLE_TYPE_DMABUF_FD): %s\n",
                 course::driverErrorName(imported));
     if (imported != CUDA_SUCCESS) {
-        close(desc.handle.fd);  // not imported: the duplicate is still the program's
         skipCheck(kImportCheck, std::string(course::driverErrorName(imported)) +
                                     "; cuda.h: importing a dma_buf is supported only on Tegra Jetson platforms, "
                                     "from the Thor series on");
-        return -1;
+        return;
     }
     CUDA_EXTERNAL_MEMORY_BUFFER_DESC bufferDesc{};
     bufferDesc.size = kExportBytes;
@@ -137,7 +129,6 @@ int importBack(int fd, const std::vector<uint32_t>& expected, course::Verdict& v
     verdict.check(kImportCheck, same == read.size());
     CHECK_DRIVER(cuMemFree(second));
     CHECK_DRIVER(cuDestroyExternalMemory(external));
-    return desc.handle.fd;
 }
 #endif
 
@@ -237,11 +228,10 @@ int main(int argc, char** argv) {
             verdict.check("the kernel's dma-buf is as large as the exported range", readable && size == kExportBytes);
 
         course::printStep(5, "import the dma-buf back into CUDA, then close the descriptor");
-        int handedOver = -1;  // a descriptor a successful import gave to the CUDA driver
 #if CUDA_VERSION >= 13000
         // The import asks for the 4 MiB range: tried only where the dma-buf is that size (else step 4 failed).
         if (sized)
-            handedOver = importBack(fd, words, verdict);
+            importBack(fd, words, verdict);
         else
             skipCheck(kImportCheck, "the dma-buf is not the exported range's size");
 #else
@@ -250,9 +240,11 @@ int main(int argc, char** argv) {
                                     " headers; the course imports a dma-buf only with 13.0 headers on (13.0's "
                                     "cuda.h has CU_EXTERNAL_MEMORY_HANDLE_TYPE_DMABUF_FD; 12.4's and 11.8's do not)");
 #endif
-        close(fd);  // the memory stays CUDA's; only this descriptor goes
+        // The memory stays CUDA's; only the descriptor goes, the program's still (importBack says why),
+        // once step 5's import, if any, is destroyed.
+        if (close(fd) != 0) std::printf("close of the dma-buf descriptor failed: %s\n", std::strerror(errno));
         // The kernel keeps a dma-buf while any descriptor of it is open: the process lists its own.
-        const int left = lesson27::descriptorsOn(status, target, handedOver);
+        const int left = lesson27::descriptorsOn(status, target);
         std::printf("descriptors of this process still on the dma-buf: %d%s\n", left,
                     left < 0 ? " (/proc/self/fd unreadable)" : "");
         verdict.check("the program closed its dma-buf descriptors", left == 0);

@@ -41,17 +41,17 @@ inline std::string fdTarget(int fd) {
     return length > 0 ? std::string(target, static_cast<size_t>(length)) : "(unreadable)";
 }
 
-// How many descriptors of this process, other than `handedOver`, are on the file that `seen`
-// (fstat) and `target` (the /proc/self/fd link) describe: /proc/self/fd lists them all. Both must
-// agree, since on some kernels many unrelated files share one inode. -1: /proc/self/fd unreadable.
-inline int descriptorsOn(const struct stat& seen, const std::string& target, int handedOver) {
+// How many descriptors of this process are on the file that `seen` (fstat) and `target` (the
+// /proc/self/fd link) describe: /proc/self/fd lists them all. Both must agree, since on some
+// kernels many unrelated files share one inode. -1: /proc/self/fd unreadable.
+inline int descriptorsOn(const struct stat& seen, const std::string& target) {
     DIR* listing = opendir("/proc/self/fd");
     if (listing == nullptr) return -1;
     int count = 0;
     for (const dirent* entry = readdir(listing); entry != nullptr; entry = readdir(listing)) {
         const int fd = std::atoi(entry->d_name);  // "." and "..": 0, and stdin is no dma-buf
         struct stat status {};
-        if (fd == handedOver || fd == dirfd(listing) || fstat(fd, &status) != 0) continue;
+        if (fd == dirfd(listing) || fstat(fd, &status) != 0) continue;
         count += status.st_dev == seen.st_dev && status.st_ino == seen.st_ino && fdTarget(fd) == target ? 1 : 0;
     }
     closedir(listing);

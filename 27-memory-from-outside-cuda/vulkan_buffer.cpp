@@ -1,12 +1,13 @@
 // Lesson 27, program 1 — a Vulkan buffer and a Vulkan timeline semaphore, imported into CUDA.
 //
 // Vulkan allocates a buffer whose memory may be exported, exports it as an opaque file
-// descriptor, and CUDA imports that descriptor (cuImportExternalMemory) and maps the buffer into
-// its address space (cuExternalMemoryGetMappedBuffer). A Vulkan timeline semaphore goes the same
-// way (cuImportExternalSemaphore). Then Vulkan writes the buffer, CUDA transforms it in place,
-// and Vulkan copies it back to the host — three pieces of work queued at once, before the host
-// waits for anything, and ordered by nothing but the semaphore's values. A second semaphore, a
-// gate only the host opens, holds each side back long enough to show that the other one waits.
+// descriptor, and CUDA imports that descriptor (cuImportExternalMemory) and maps the memory, the
+// buffer at its start, into its address space (cuExternalMemoryGetMappedBuffer). A Vulkan timeline
+// semaphore goes the same way (cuImportExternalSemaphore). Then Vulkan writes the buffer, CUDA
+// transforms it in place, and Vulkan copies it back to the host — three pieces of work queued at
+// once, before the host waits for anything, and ordered by nothing but the semaphore's values. A
+// second semaphore, a gate only the host opens, holds each side back long enough to show that the
+// other one waits.
 //
 //   vulkan_buffer               the walkthrough
 //   vulkan_buffer --device N    another GPU
@@ -37,9 +38,8 @@ constexpr int kCount = 1 << 18;                             // elements of the s
 constexpr VkDeviceSize kBytes = kCount * sizeof(uint32_t);  // 1 MiB
 constexpr VkDeviceSize kUpdateChunk = 65536;                // the Vulkan spec's most for one vkCmdUpdateBuffer
 // The exported allocation has room for the buffer twice (one allocation may hold several
-// resources), unless the driver wants it dedicated. Then the import size (the whole allocation)
-// and the mapped size (the buffer) differ, as cuda.h's two sizes may, and a run shows which one the
-// program passed to the import.
+// resources), unless the driver wants it dedicated. Then the allocation is larger than the buffer,
+// and a mapping of the whole allocation shows whether the import took all of it (step 4).
 constexpr VkDeviceSize kAllocationBytes = 2 * kBytes;
 constexpr VkBufferUsageFlags kSharedUsage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
 
@@ -97,6 +97,29 @@ void recordReadBack(const Vulkan& vk, VkCommandBuffer commands, VkBuffer shared,
     vk.vkCmdPipelineBarrier(commands, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 0, nullptr, 1,
                             &toHost, 0, nullptr);
     CHECK_VULKAN(vk.vkEndCommandBuffer(commands));
+}
+
+// Step 4: the whole allocation mapped from offset 0, where the buffer is bound (cuda.h:16400-16403
+// recommends mapping "the combined range instead of mapping separate buffers"). What the driver does
+// with a mapping larger than the import, cuda.h does not say; the driver is asked how large a range
+// it mapped (cuMemGetAddressRange, which cuda.h:8713-8715 describes for cuMemAlloc's allocations
+// only). Returns the pointer, or 0 (nothing left mapped) where the mapping was refused or the
+// reported range does not cover the allocation.
+CUdeviceptr mapWholeAllocation(CUexternalMemory external, unsigned long long bytes) {
+    CUDA_EXTERNAL_MEMORY_BUFFER_DESC whole{};  // offset 0, flags 0
+    whole.size = bytes;
+    CUdeviceptr mapped = 0;
+    if (REPORT_DRIVER(cuExternalMemoryGetMappedBuffer(&mapped, external, &whole)) != CUDA_SUCCESS) return 0;
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    CHECK_DRIVER(cuMemGetAddressRange(&base, &size, mapped));
+    std::printf("mapped into CUDA: %llu bytes from offset 0, the buffer its first %llu\n", bytes,
+                static_cast<unsigned long long>(kBytes));
+    std::printf("mapped range (cuMemGetAddressRange): %zu bytes, base %llu bytes below the pointer\n", size,
+                static_cast<unsigned long long>(mapped - base));
+    if (base <= mapped && mapped + bytes <= base + size) return mapped;
+    CHECK_DRIVER(cuMemFree(mapped));
+    return 0;
 }
 
 // CUDA's part, queued on `stream`: wait for Vulkan's value 1, transform, record `kernelDone`,
@@ -186,7 +209,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
 
     // Step 4: CUDA imports the whole VkDeviceMemory, so the size is the allocation's, here more than
-    // the buffer's bytes; the buffer is then mapped from offset 0 (where it is bound) for its bytes.
+    // the buffer's bytes; then it maps all of it (mapWholeAllocation says why and how it is checked).
     course::printStep(4, "a Vulkan buffer, its memory exported as an fd, imported into CUDA");
     lesson27::ExportableMemory sharedMemory;
     const VkBuffer shared = lesson27::createExportableBuffer(vk, kBytes, kSharedUsage, kAllocationBytes, sharedMemory);
@@ -195,26 +218,16 @@ int main(int argc, char** argv) {
     std::printf("allocation size: %llu bytes; dedicated: %s (driver prefers it: %s, requires it: %s)\n",
                 static_cast<unsigned long long>(sharedMemory.size), sharedMemory.dedicated ? "yes" : "no",
                 sharedMemory.prefersDedicated ? "yes" : "no", sharedMemory.requiresDedicated ? "yes" : "no");
-    const lesson27::ImportedMemory external = lesson27::importMemory(lesson27::exportMemoryFd(vk, sharedMemory.memory),
-                                                                     sharedMemory.size, sharedMemory.dedicated);
+    const CUexternalMemory external = lesson27::importMemory(lesson27::exportMemoryFd(vk, sharedMemory.memory),
+                                                             sharedMemory.size, sharedMemory.dedicated);
+    const CUdeviceptr sharedPtr = external != nullptr ? mapWholeAllocation(external, sharedMemory.size) : 0;
     course::Verdict verdict;
-    verdict.check("CUDA imported the whole allocation",
-                  external.memory != nullptr && external.size == sharedMemory.size);
-    if (external.memory == nullptr) {  // refused (reported above): no CUDA work uses Vulkan's objects yet
-        CHECK_DRIVER(cuStreamDestroy(stream));
-        CHECK_DRIVER(cuModuleUnload(module));
-        CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
-        vk.vkDestroyBuffer(vk.device, shared, nullptr);
-        vk.vkFreeMemory(vk.device, sharedMemory.memory, nullptr);
-        lesson27::closeVulkan(vk);
+    verdict.check("CUDA imported the whole allocation", sharedPtr != 0);
+    if (sharedPtr == 0) {  // refused or short (reported above)
+        lesson27::releaseAfterRefusal(vk, external, stream, module, device, shared, VK_NULL_HANDLE,
+                                      sharedMemory.memory);
         return verdict.finish();
     }
-    CUDA_EXTERNAL_MEMORY_BUFFER_DESC bufferDesc{};
-    bufferDesc.offset = 0;
-    bufferDesc.size = kBytes;
-    CUdeviceptr sharedPtr = 0;
-    CHECK_DRIVER(cuExternalMemoryGetMappedBuffer(&sharedPtr, external.memory, &bufferDesc));
-    std::printf("mapped into CUDA: %llu bytes from offset 0\n", static_cast<unsigned long long>(bufferDesc.size));
     CUdeviceptr seen = 0;
     CHECK_DRIVER(cuMemAlloc(&seen, kBytes));
 
@@ -283,7 +296,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuDestroyExternalSemaphore(cuTimeline));
     CHECK_DRIVER(cuMemFree(seen));
     CHECK_DRIVER(cuMemFree(sharedPtr));
-    CHECK_DRIVER(cuDestroyExternalMemory(external.memory));
+    CHECK_DRIVER(cuDestroyExternalMemory(external));
     CHECK_DRIVER(cuStreamDestroy(stream));
     CHECK_DRIVER(cuModuleUnload(module));
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));

@@ -222,20 +222,31 @@ void closeVulkan(Vulkan& vk) {
     }
 }
 
-ImportedMemory importMemory(int fd, unsigned long long size, bool dedicated) {
+CUexternalMemory importMemory(int fd, unsigned long long size, bool dedicated) {
     CUDA_EXTERNAL_MEMORY_HANDLE_DESC desc{};
     desc.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD;
     desc.handle.fd = fd;
     desc.size = size;
     desc.flags = dedicated ? CUDA_EXTERNAL_MEMORY_DEDICATED : 0;
-    ImportedMemory imported;
-    imported.size = desc.size;
-    std::printf("import size (CUDA_EXTERNAL_MEMORY_HANDLE_DESC::size): %llu bytes\n", imported.size);
-    if (REPORT_DRIVER(cuImportExternalMemory(&imported.memory, &desc)) != CUDA_SUCCESS) {
+    std::printf("import size (CUDA_EXTERNAL_MEMORY_HANDLE_DESC::size): %llu bytes\n", desc.size);
+    CUexternalMemory imported = nullptr;
+    if (REPORT_DRIVER(cuImportExternalMemory(&imported, &desc)) != CUDA_SUCCESS) {
         close(fd);  // not imported: the descriptor is still the program's
-        imported.memory = nullptr;
+        return nullptr;
     }
     return imported;
+}
+
+void releaseAfterRefusal(Vulkan& vk, CUexternalMemory external, CUstream stream, CUmodule module, CUdevice device,
+                         VkBuffer buffer, VkImage image, VkDeviceMemory memory) {
+    if (external != nullptr) CHECK_DRIVER(cuDestroyExternalMemory(external));
+    CHECK_DRIVER(cuStreamDestroy(stream));
+    CHECK_DRIVER(cuModuleUnload(module));
+    CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+    if (buffer != VK_NULL_HANDLE) vk.vkDestroyBuffer(vk.device, buffer, nullptr);
+    if (image != VK_NULL_HANDLE) vk.vkDestroyImage(vk.device, image, nullptr);
+    vk.vkFreeMemory(vk.device, memory, nullptr);
+    closeVulkan(vk);
 }
 
 void signalFromHost(const Vulkan& vk, VkSemaphore semaphore, uint64_t value) {

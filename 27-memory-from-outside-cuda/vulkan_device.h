@@ -74,13 +74,6 @@ inline CudaDevice openCudaDevice(int ordinal) {
     return cuda;
 }
 
-// What the programs passed to cuImportExternalMemory: the external memory (null where CUDA refused
-// it) and CUDA_EXTERNAL_MEMORY_HANDLE_DESC::size as it went into the call.
-struct ImportedMemory {
-    CUexternalMemory memory = nullptr;
-    unsigned long long size = 0;
-};
-
 // Imports an opaque fd of Vulkan memory into CUDA and prints the size it passes. `size` should be
 // the size of the whole VkDeviceMemory (CUDA_EXTERNAL_MEMORY_HANDLE_DESC::size, "Size of the
 // memory allocation", cuda.h:3839), which may be more than the buffer or image in it;
@@ -88,8 +81,8 @@ struct ImportedMemory {
 // leaves to the other API: cuda.h:16339-16340). cuda.h:16239-16245: on success the descriptor belongs
 // to the CUDA driver, and the program must not touch it again; of a failure cuda.h says nothing, and
 // the program closes the descriptor itself.
-// A refusal is reported as CHECK_DRIVER reports one, and returned with a null memory.
-ImportedMemory importMemory(int fd, unsigned long long size, bool dedicated);
+// Returns the external memory; a refusal is reported as CHECK_DRIVER reports one, and returned as null.
+CUexternalMemory importMemory(int fd, unsigned long long size, bool dedicated);
 
 // Imports a Vulkan timeline semaphore's file descriptor into CUDA. cuda.h (cuda.h:16622-16628):
 // for CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_FD, "Ownership of the file descriptor
@@ -257,6 +250,12 @@ VkBuffer createExportableBuffer(const Vulkan& vk, VkDeviceSize bytes, VkBufferUs
 // A 2-D image (one level, optimal tiling) whose memory can be exported, in a dedicated allocation.
 VkImage createExportableImage(const Vulkan& vk, VkFormat format, uint32_t width, uint32_t height,
                               VkImageUsageFlags usage, ExportableMemory& memory);
+// The end of a program whose import (or its mapping) CUDA refused, reported already: no CUDA work
+// has used Vulkan's objects, so all goes, newest first. The external memory where the import went
+// through (null: none), CUDA's stream, module and primary context, then the buffer or the image
+// (the other is null), its memory, the device and the instance.
+void releaseAfterRefusal(Vulkan& vk, CUexternalMemory external, CUstream stream, CUmodule module, CUdevice device,
+                         VkBuffer buffer, VkImage image, VkDeviceMemory memory);
 // A buffer in host-visible, host-coherent memory, mapped at `mapped` until freeHostBuffer.
 struct HostBuffer {
     VkBuffer buffer = VK_NULL_HANDLE;

@@ -180,11 +180,14 @@ int main(int argc, char** argv) {
                                                           lesson27::kImageHeight, lesson27::kImageUsage, imageMemory);
     std::printf("image: %u x %u, VK_FORMAT_R8G8B8A8_UINT, optimal tiling; allocation size: %llu bytes, dedicated\n",
                 lesson27::kImageWidth, lesson27::kImageHeight, static_cast<unsigned long long>(imageMemory.size));
-    const lesson27::ImportedMemory external =
+    const CUexternalMemory external =
         lesson27::importMemory(lesson27::exportMemoryFd(vk, imageMemory.memory), imageMemory.size, true);
-    if (external.memory == nullptr) return EXIT_FAILURE;  // refused and reported: the end, as CHECK_DRIVER's
+    if (external == nullptr) {  // refused and reported: the end, as CHECK_DRIVER's, all released
+        lesson27::releaseAfterRefusal(vk, nullptr, stream, module, device, VK_NULL_HANDLE, image, imageMemory.memory);
+        return EXIT_FAILURE;
+    }
     CUmipmappedArray mipmap = nullptr;
-    const CUarray level0 = mapImage(external.memory, mipmap);
+    const CUarray level0 = mapImage(external, mipmap);
     course::Verdict verdict;
     verdict.check("CUDA's array has the image's size and format", lesson27::arrayMatchesImage(level0));
     const VkSemaphore go = lesson27::createExportableTimeline(vk);    // Vulkan (device, then host) -> CUDA
@@ -216,7 +219,9 @@ int main(int argc, char** argv) {
     course::printStep(6, "a graph: wait for go, count, signal done; its nodes get new values");
     CUdeviceptr counter = 0;
     CHECK_DRIVER(cuMemAlloc(&counter, kCounterCount * sizeof(unsigned int)));
-    CHECK_DRIVER(cuMemsetD32(counter, 0, kCounterCount));
+    // Zeroed in the graph's stream: a non-blocking stream "should perform no implicit synchronization
+    // with stream 0" (cuda.h:14921-14922), so a cuMemsetD32 there would not be ordered before the launches.
+    CHECK_DRIVER(cuMemsetD32Async(counter, 0, kCounterCount, stream));
     CHECK_DRIVER(cuGraphCreate(&graph, 0));
     CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS waitValue{};
     waitValue.params.fence.value = 1;  // go reached 1 in step 5: as added, the node would not wait
@@ -271,7 +276,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuDestroyExternalSemaphore(cuDone));
     CHECK_DRIVER(cuDestroyExternalSemaphore(cuGo));
     CHECK_DRIVER(cuMipmappedArrayDestroy(mipmap));  // cuda.h:16461
-    CHECK_DRIVER(cuDestroyExternalMemory(external.memory));
+    CHECK_DRIVER(cuDestroyExternalMemory(external));
     CHECK_DRIVER(cuStreamDestroy(stream));
     CHECK_DRIVER(cuModuleUnload(module));
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
