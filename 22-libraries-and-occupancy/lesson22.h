@@ -1,6 +1,6 @@
 // lesson22.h — lesson 22's small helpers: the device line and the version gate that every
-// program starts with, a whole file read into memory, names for a few enums, and the check that
-// a tool running instrumented kernels cannot decide.
+// program starts with, a whole file read into memory, names for a few enums, whether a device has
+// managed memory, and the check that a tool running instrumented kernels cannot decide.
 #pragma once
 
 #include <cuda.h>
@@ -76,6 +76,14 @@ inline const char* cacheConfigName(CUfunc_cache config) {
         case CU_FUNC_CACHE_PREFER_EQUAL: return "CU_FUNC_CACHE_PREFER_EQUAL";
         default: return "(unknown CUfunc_cache)";
     }
+}
+
+// Whether `device` "can allocate managed memory on this system" (CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY,
+// cuda.h:811). Where it cannot, the programs do not dereference a __managed__ variable's pointer.
+inline bool managedMemory(CUdevice device) {
+    int value = 0;
+    CHECK_DRIVER(cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, device));
+    return value != 0;
 }
 
 // For a check that compares what kernels measured on the GPU: under a tool that instruments

@@ -96,6 +96,29 @@ int countOffsetBy(CUdeviceptr out, int offset) {
     return correct;
 }
 
+// Step 6, the __managed__ gLaunches, cleared and read by the host through the pointer given: only
+// where the device can allocate managed memory (lesson22.h), and only while no kernel runs, so
+// nothing depends on CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS (cuda.h:817). The launches do
+// not wait: cuCtxSynchronize does, before the host reads.
+void countLaunchesFromHost(course::Verdict& verdict, CUdevice device, CUlibrary library, CUkernel addOffset,
+                           CUdeviceptr out) {
+    const char* name = "gLaunches, read from the host, counted both launches";
+    if (!lesson22::managedMemory(device)) {
+        std::printf("check %s: SKIP (CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY is 0 on this device)\n", name);
+        return;
+    }
+    CUdeviceptr launchesAddress = 0;
+    size_t launchesBytes = 0;
+    CHECK_DRIVER(cuLibraryGetManaged(&launchesAddress, &launchesBytes, library, "gLaunches"));
+    auto* launches = reinterpret_cast<unsigned int*>(launchesAddress);
+    *launches = 0;
+    launchAddOffset(addOffset, out);
+    launchAddOffset(addOffset, out);
+    CHECK_DRIVER(cuCtxSynchronize());
+    std::printf("gLaunches: %zu bytes, read from the host after two launches: %u\n", launchesBytes, *launches);
+    verdict.check(name, *launches == 2);
+}
+
 #if CUDA_VERSION >= 12050
 // How many of `kernels` name `library` as theirs (cuKernelGetLibrary).
 size_t naming(const std::vector<CUkernel>& kernels, CUlibrary library) {
@@ -253,20 +276,7 @@ int main(int argc, char** argv) {
                 copyOffset == offset ? "the same" : "another", copyValue);
     verdict.check("the library loaded from memory has its own gOffset, as in the image",
                   copyOffset != offset && copyValue == initial);
-    CUdeviceptr launchesAddress = 0;
-    size_t launchesBytes = 0;
-    CHECK_DRIVER(cuLibraryGetManaged(&launchesAddress, &launchesBytes, fromFile, "gLaunches"));
-    // Managed memory: the host may use the pointer, but only while no kernel runs, unless the
-    // device "can coherently access managed memory concurrently with the CPU"
-    // (CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, cuda.h:817). countOffsetBy's copy waited for
-    // the first launch; the two below do not wait, so cuCtxSynchronize does before the host reads.
-    auto* launches = reinterpret_cast<unsigned int*>(launchesAddress);
-    *launches = 0;
-    launchAddOffset(addOffset, out);
-    launchAddOffset(addOffset, out);
-    CHECK_DRIVER(cuCtxSynchronize());
-    std::printf("gLaunches: %zu bytes, read from the host after two launches: %u\n", launchesBytes, *launches);
-    verdict.check("gLaunches, read from the host, counted both launches", *launches == 2);
+    countLaunchesFromHost(verdict, device, fromFile, addOffset, out);
 
     // Step 7: in each context the library has a module; the driver owns it.
     course::printStep(7, "the library's module in this context, and a unified function");

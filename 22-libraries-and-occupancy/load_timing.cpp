@@ -39,19 +39,22 @@ double microsecondsOf(Work work) {
     return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
 }
 
-// One launch of addOffset over 256 ints in the current context and the wait for it, timed. Once
-// the clock has stopped, cuStreamQuery on the NULL stream says whether the kernel had finished
-// ("CUDA_SUCCESS if all operations in the stream ... have completed", cuda.h:15741-15742);
-// `finished` counts the launches for which it had: the time then covered the whole launch.
+// One launch of addOffset over 256 ints in the current context and the wait for it, timed. The
+// last call inside the timed span is cuStreamQuery on the NULL stream ("CUDA_SUCCESS if all
+// operations in the stream ... have completed", cuda.h:15741-15742): a wait moved out of the span
+// would come after the query, which would then find the kernel still running unless it had
+// already finished. `finished` counts the launches for which the query said finished: their time
+// covered the whole launch (and the query).
 double timedLaunch(CUkernel kernel, CUdeviceptr out, unsigned int& finished) {
+    CUresult state = CUDA_ERROR_NOT_READY;
     const double time = microsecondsOf([&] {
         int n = 256;
         void* params[] = {&out, &n};
         CHECK_DRIVER(
             cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), 1, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
         CHECK_DRIVER(cuCtxSynchronize());
+        state = cuStreamQuery(nullptr);
     });
-    const CUresult state = cuStreamQuery(nullptr);
     if (state != CUDA_ERROR_NOT_READY) CHECK_DRIVER(state);  // NOT_READY is an answer; any other error ends the run
     finished += state == CUDA_SUCCESS ? 1 : 0;
     return time;

@@ -2,12 +2,13 @@
 //
 // cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags returns "the number of the maximum
 // active blocks per streaming multiprocessor" (cuda.h:21631-21632). Here the kernels count
-// themselves: each block adds itself to a counter of the SM it runs on (%smid), stays 1 ms, and
-// takes itself off. The grid has twice as many blocks as the GPU could hold at its block limit, so
-// blocks are still waiting to start while the first ones run; the most blocks one SM held at once
-// is the measured occupancy: what the GPU's scheduler did, which cuda.h does not promise to equal
-// the prediction. Limits by warps, blocks, registers and shared memory; the calls that suggest a
-// block size and a shared memory size; clusters (9.0); cache preferences.
+// themselves: each block adds itself to a counter of the SM it runs on (%smid), stays 1 ms
+// (%globaltimer read as nanoseconds: kernels/occupancy_kernels.cu) and takes itself off. The grid
+// has twice as many blocks as the GPU could hold at its block limit, so blocks are still waiting
+// to start while the first ones run; the most blocks one SM held at once is the measured
+// occupancy: what the GPU's scheduler did, which cuda.h does not promise to equal the prediction.
+// Limits by warps, blocks, registers and shared memory; the calls that suggest a block size and a
+// shared memory size; clusters (9.0); cache preferences.
 //
 //   occupancy               the steps, with their checks
 //   occupancy --device N    another GPU
@@ -95,8 +96,10 @@ void contextCachePreference(course::Verdict& verdict) {
 // blocks counted (report) and with the limit that should decide it, worked out from step 1's
 // attributes: threads for 1024-thread blocks; the block count for 32-thread blocks, whose threads
 // and registers would let more in; registers for residentHeavy's 256-thread blocks, which need
-// heavyRegisters x 256 registers each, while their threads alone would let more in.
-void limitedBy(course::Verdict& verdict, const Gpu& gpu, CUfunction resident, CUfunction heavy, int heavyRegisters) {
+// heavyRegisters x the warp size a warp, in whole warps (residency.h: blocksByRegisters), while
+// their threads alone would let more in.
+void limitedBy(course::Verdict& verdict, const Gpu& gpu, CUfunction resident, CUfunction heavy, int heavyRegisters,
+               int capability) {
     const int warpsPredicted = predict(resident, 1024, 0);
     const auto warps = measure(gpu, resident, 1024, 0);
     report(verdict, "warps (resident, 1024 threads a block)", warpsPredicted, warps);
@@ -119,11 +122,11 @@ void limitedBy(course::Verdict& verdict, const Gpu& gpu, CUfunction resident, CU
     const int registersPredicted = predict(heavy, 256, 0);
     report(verdict, "registers (residentHeavy, 256 threads a block)", registersPredicted, measure(gpu, heavy, 256, 0));
     const int byThreads = gpu.threadsPerSm / 256;
-    const int byRegisters = gpu.registersPerSm / (heavyRegisters * 256);
-    std::printf("residentHeavy, 256 threads a block: %d blocks per SM by threads, at most %d by registers\n",
-                byThreads, byRegisters);
-    verdict.check("registers: residentHeavy's prediction is below the thread limit and within the register file",
-                  registersPredicted > 0 && registersPredicted < byThreads && registersPredicted <= byRegisters);
+    const int byRegisters = lesson22::blocksByRegisters(gpu, capability, heavyRegisters, 256);
+    std::printf("residentHeavy, 256 threads a block: %d blocks per SM by threads, %d by registers\n", byThreads,
+                byRegisters);
+    verdict.check("registers: residentHeavy's prediction is what its registers allow, below the thread limit",
+                  byRegisters > 0 && byRegisters < byThreads && registersPredicted == byRegisters);
 }
 
 #if CUDA_VERSION >= 12000
@@ -146,8 +149,15 @@ void clusters(course::Verdict& verdict, const Gpu& gpu, CUfunction function) {
     config.blockDimY = config.blockDimZ = 1;
     config.attrs = &dimension;
     config.numAttrs = 1;
+    const char* name = "clusters resident at once: at least half of cuOccupancyMaxActiveClusters, never more";
     int size = 0;  // "The cluster dimensions in config are ignored" (cuda.h:21813)
     CHECK_DRIVER(cuOccupancyMaxPotentialClusterSize(&size, function, &config));
+    std::printf("cuOccupancyMaxPotentialClusterSize (128 threads a block): %d blocks\n", size);
+    if (size < 1) {  // cuda.h does not rule out 0: then there is no cluster to launch, nor a size to divide by
+        std::printf("clusters: none launched\n");
+        verdict.check(name, false);
+        return;
+    }
     dimension.value.clusterDim.x = static_cast<unsigned int>(size);
     const unsigned int launched = (gpu.blocks + size - 1) / size;
     config.gridDimX = launched * size;
@@ -157,12 +167,10 @@ void clusters(course::Verdict& verdict, const Gpu& gpu, CUfunction function) {
         lesson22::counted(gpu, [&](void** params) { CHECK_DRIVER(cuLaunchKernelEx(&config, function, params, nullptr)); });
     const unsigned int peak = host[lesson22::kClustersPeak];
     const unsigned int done = host[lesson22::kClustersDone];
-    std::printf("cuOccupancyMaxPotentialClusterSize (128 threads a block): %d blocks\n", size);
     std::printf("cuOccupancyMaxActiveClusters (clusters of %d): %d\n", size, predicted);
     std::printf("clusters of %d: at most %u resident at once, %u of %u clusters ran\n", size, peak, done, launched);
     std::printf("the predicted number reached: %s\n", peak == static_cast<unsigned int>(predicted) ? "yes" : "no");
-    lesson22::checkMeasured(verdict,
-                            "clusters resident at once: at least half of cuOccupancyMaxActiveClusters, never more",
+    lesson22::checkMeasured(verdict, name,
                             predicted > 0 && 2 * peak >= static_cast<unsigned int>(predicted) &&
                                 peak <= static_cast<unsigned int>(predicted) && done == launched);
 }
@@ -197,6 +205,7 @@ int main(int argc, char** argv) {
     gpu.threadsPerSm = attribute(device, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
     gpu.blocksPerSm = attribute(device, CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
     gpu.registersPerSm = attribute(device, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+    gpu.warpSize = attribute(device, CU_DEVICE_ATTRIBUTE_WARP_SIZE);
     const int optIn = attribute(device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
     gpu.blocks = 2u * static_cast<unsigned int>(gpu.sms * gpu.blocksPerSm);
     std::printf("SMs: %d\n", gpu.sms);
@@ -218,17 +227,23 @@ int main(int argc, char** argv) {
     // Step 2: a cache preference is only a preference (cuda.h:6845-6847).
     course::printStep(2, "cache preferences: the context's, then each kernel's");
     contextCachePreference(verdict);
-    // The measured kernels prefer shared memory: a hint only (cuda.h:17264-17266), asked for
-    // because PREFER_NONE prefers "to not change the cache configuration" (6849-6851). Whether it
-    // changes a count here is not measured, and no call reads a function's preference back (only
-    // the context's): no check depends on it.
+    // The measured kernels prefer shared memory. A function's own PREFER_NONE (its default) means
+    // "the current context-wide setting will be used" (cuda.h:17267-17269); PREFER_SHARED
+    // overrides the context's. A hint only (17264-17266): whether it changes a count here is not
+    // measured, and no call reads a function's preference back (only the context's): no check
+    // depends on it.
     CHECK_DRIVER(cuFuncSetCacheConfig(resident, CU_FUNC_CACHE_PREFER_SHARED));
     CHECK_DRIVER(cuFuncSetCacheConfig(heavy, CU_FUNC_CACHE_PREFER_SHARED));
-    CHECK_DRIVER(cuFuncSetAttribute(resident, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optIn));
-    std::printf("resident: CU_FUNC_CACHE_PREFER_SHARED, up to %d bytes of dynamic shared memory\n", optIn);
+    // The dynamic limit "can be increased to" the opt-in limit less the function's static shared
+    // memory (cuda.h:990-991), not to the opt-in limit itself.
+    int residentStatic = 0;
+    CHECK_DRIVER(cuFuncGetAttribute(&residentStatic, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, resident));
+    const int dynamicLimit = optIn - residentStatic;
+    CHECK_DRIVER(cuFuncSetAttribute(resident, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamicLimit));
+    std::printf("resident: CU_FUNC_CACHE_PREFER_SHARED, up to %d bytes of dynamic shared memory\n", dynamicLimit);
 
     course::printStep(3, "limited by warps, by the block count, by registers");
-    limitedBy(verdict, gpu, resident, heavy, heavyRegisters);
+    limitedBy(verdict, gpu, resident, heavy, heavyRegisters, capability);
 
     // Step 4: a block size chosen by the driver when the dynamic shared memory grows with it.
     course::printStep(4, "cuOccupancyMaxPotentialBlockSizeWithFlags with a dynamic shared memory function");

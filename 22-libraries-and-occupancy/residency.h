@@ -13,7 +13,8 @@
 
 namespace lesson22 {
 
-constexpr unsigned long long kHoldNs = 1000000;  // each block stays resident 1 ms
+// Each block stays resident 1 ms, reading %globaltimer as nanoseconds (occupancy_kernels.cu).
+constexpr unsigned long long kHoldNs = 1000000;
 
 // What every measurement needs: the SM count and the limits of one SM (step 1), the grid size,
 // and the buffers the kernels take.
@@ -22,6 +23,7 @@ struct Gpu {
     int threadsPerSm = 0;
     int blocksPerSm = 0;
     int registersPerSm = 0;
+    int warpSize = 0;
     unsigned int blocks = 0;  // 2 x SMs x the most blocks an SM can hold: more than can be resident at once
     CUdeviceptr counters = 0;
     CUdeviceptr in = 0;
@@ -61,6 +63,24 @@ inline std::vector<unsigned int> measure(const Gpu& gpu, CUfunction function, in
         CHECK_DRIVER(cuLaunchKernel(function, gpu.blocks, 1, 1, static_cast<unsigned int>(blockSize), 1, 1,
                                     static_cast<unsigned int>(dynamicBytes), nullptr, params, nullptr));
     });
+}
+
+// The blocks of blockSize threads that one SM's registers hold when each thread uses `registers`,
+// worked out from CU_FUNC_ATTRIBUTE_NUM_REGS and the device's attributes by the rules of
+// cuda_occupancy.h's cudaOccMaxBlocksPerSMRegsLimit (lines 1482-1580): registers go to whole
+// warps, registers x warp size rounded up to 256 a warp (the granularity it gives for compute
+// capability 3.x to 12.x, lines 680-700); the SM's registers are split evenly among 4
+// sub-partitions (2 on compute capability 6.0, lines 708-733), and each warp's come from one of
+// them. The per-block and per-thread register limits it also applies are left out: residentHeavy
+// is far below them. cuda.h states none of these rules; they are the toolkit's own calculator's.
+inline int blocksByRegisters(const Gpu& gpu, int capability, int registers, int blockSize) {
+    constexpr int kGranularity = 256;
+    const int subPartitions = capability == 60 ? 2 : 4;
+    const int perWarp = (registers * gpu.warpSize + kGranularity - 1) / kGranularity * kGranularity;
+    const int warpsPerBlock = (blockSize + gpu.warpSize - 1) / gpu.warpSize;
+    if (perWarp <= 0 || warpsPerBlock <= 0) return 0;
+    const int warpsPerSm = gpu.registersPerSm / subPartitions / perWarp * subPartitions;
+    return warpsPerSm / warpsPerBlock;
 }
 
 // The most blocks any SM held at once.

@@ -1,7 +1,8 @@
 // Device code of lesson 22's libraries and contexts programs. The Makefile builds it to
 // build/22-libraries-and-occupancy/kernels/library_kernels.{ptx,cubin,fatbin}; the programs
 // load the fatbin as a library (cuLibraryLoadFromFile / cuLibraryLoadData).
-// extern "C" keeps the names unmangled, so cuKernelGetName returns them as written here.
+// extern "C" gives them C linkage: cuKernelGetName "may return a mangled name if the function is
+// not declared as having C linkage" (cuda.h:8482-8483); these are declared so.
 // The library holds four kernels: addOffset, mixedParams, reverseTile, dynamicSum.
 #include "../kernel_types.h"
 

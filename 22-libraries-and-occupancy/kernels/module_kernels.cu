@@ -1,8 +1,9 @@
 // Device code of lesson 22's modules program. The Makefile builds it to
 // build/22-libraries-and-occupancy/kernels/module_kernels.{ptx,cubin,fatbin}; the program reads
 // the fatbin into memory and loads it with cuModuleLoadFatBinary.
-// Three kernels with C linkage and one without: cuFuncGetName returns the C++ one's name as
-// the compiler mangled it, and cuModuleGetFunction finds it only under that name.
+// Three kernels with C linkage and one without: cuFuncGetName "may return a mangled name if the
+// function is not declared as having C linkage" (cuda.h:17337-17338). The modules program shows
+// which name it returns for the C++ one, and under which name cuModuleGetFunction finds it.
 
 // x[i] = i.
 extern "C" __global__ void fillIndex(float* x, int n) {

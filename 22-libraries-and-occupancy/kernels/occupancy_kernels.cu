@@ -2,7 +2,8 @@
 // build/22-libraries-and-occupancy/kernels/occupancy_kernels.{ptx,cubin,fatbin}.
 //
 // The kernels measure occupancy themselves: each block counts itself in on the SM it runs on
-// (%smid), stays resident for holdNs nanoseconds, and counts itself out. The most blocks one SM
+// (%smid), stays resident for holdNs ticks of %globaltimer (nanoseconds: see globalTimer), and
+// counts itself out. The most blocks one SM
 // held at once is the residency the program compares with the driver's prediction. No block
 // ever waits for another block, so a grid larger than the GPU holds at once cannot deadlock: the
 // blocks that do not fit start when earlier ones leave.
@@ -34,9 +35,10 @@ __device__ __forceinline__ unsigned int smIdCount() {
     return count;
 }
 
-// A nanosecond timer (PTX %globaltimer; the PTX ISA manual, not a CUDA header, describes it as a
-// global timer). Each block only compares two of its own readings, so nothing here depends on
-// how closely the SMs' readings agree.
+// PTX %globaltimer, a global timer the PTX ISA manual describes; no CUDA header gives its unit.
+// The toolkit's own libcu++ reads it as nanoseconds (cuda::std::chrono::system_clock::now on the
+// device, cuda/std/__cuda/chrono.h:43-44 under include/cccl), and so does holdNs. Each block only
+// compares two of its own readings, so nothing here depends on how closely the SMs' readings agree.
 __device__ __forceinline__ unsigned long long globalTimer() {
     unsigned long long t = 0;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
