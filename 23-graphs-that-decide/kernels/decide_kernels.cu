@@ -65,8 +65,8 @@ extern "C" __global__ void bump(unsigned int* counter) {
 
 // IF: one block scans all n elements and says whether any is negative. Only where it found one
 // does it set the value, to 1: otherwise the value stays at the 0 that CU_GRAPH_COND_ASSIGN_DEFAULT
-// gave it at the start of the launch. *setCalls counts the calls, for the host to see that one
-// thread made each.
+// gave it at the start of the launch. *setCalls counts the calls that were made, for the host to
+// see that one thread made each: a build without the call counts none.
 extern "C" __global__ void decide_any_negative(const float* __restrict__ x, int n, unsigned long long handle,
                                                unsigned int* setCalls) {
     int negative = 0;
@@ -75,10 +75,11 @@ extern "C" __global__ void decide_any_negative(const float* __restrict__ x, int 
     if (threadIdx.x != 0 || !negative) return;
 #if LESSON23_DEVICE_GRAPH_CALLS
     cudaGraphSetConditional(handle, 1u);
+    atomicAdd(setCalls, 1u);
 #else
     (void)handle;
+    (void)setCalls;
 #endif
-    atomicAdd(setCalls, 1u);
 }
 
 // The IF body: clamp negatives to 0, and count the runs of the body in `bodyRuns`.
