@@ -220,9 +220,19 @@ TEST_CASE("Lesson 23 introspect: reads the diamond, rewires it into a chain, and
     CHECK(valueOf(r.out, "plus3's dependencies") == "twice");
     CHECK(valueOf(r.out, "after cuGraphUpload") == "65536 of 65536 elements still -1, host node calls: 0");
     CHECK(valueOf(r.out, "chain launch") == "65536 of 65536 elements = 5 (1 * 2 + 3; plus3 first would give 8)");
+    // The clone read back against the original: every node found in it, with its type, and the
+    // same four edges between the counterparts.
+    CHECK(valueOf(r.out, "clone's nodes") == "5 (the original's: 5), found in it with the original's type: 5 of 5");
+    CHECK(valueOf(r.out, "clone") == "4 edges: fill -> twice, twice -> plus3, plus3 -> copy, copy -> count");
     CHECK(valueOf(r.out, "clone's twice node") == "its own handle, type kernel");
     CHECK(valueOf(r.out, "clone launch") == "65536 of 65536 elements = 13 (1 * 10 + 3)");
     CHECK(valueOf(r.out, "original launch") == "65536 of 65536 elements = 5");
+    for (const char* check : {"introspection finds the diamond", "the rewired graph is a chain",
+                              "the clone has the original's nodes and edges", "the clone runs its own parameters",
+                              "the original graph kept its parameters"}) {
+        INFO(check);
+        CHECK(checkOk(r.out, check));
+    }
 }
 
 TEST_CASE("Lesson 23 introspect: the user object's release callback runs once, after the graph lets go",
