@@ -6,7 +6,8 @@
 // cuGraphAddDependencies, because twice and plus3 write the same memory and their order decides
 // the result. It ties a host-side resource to the graph with a user object before any exec or
 // clone is made from it (the graph holds a reference, and the release callback runs once, when
-// the last reference goes), uploads the exec before the first launch (cuGraphUpload), and clones
+// the last reference goes; the CUDA C++ Programming Guide says execs and clones copy the graph's
+// references when they are made), uploads the exec before the first launch (cuGraphUpload), and clones
 // the graph and changes one node of the clone only (cuGraphNodeFindInClone).
 //
 //   introspect               the walkthrough
@@ -115,13 +116,14 @@ bool cloneMatches(CUgraph original, CUgraph clone, const std::vector<Named>& nam
     for (const Named& node : names) {
         CUgraphNode found = nullptr;
         if (!CHECK_DRIVER_BOOL(cuGraphNodeFindInClone(&found, node.node, clone))) found = nullptr;
-        sameType += found != nullptr && found != node.node &&
-                    lesson23::nodeType(found) == lesson23::nodeType(node.node) ? 1 : 0;
+        const bool same =
+            found != nullptr && found != node.node && lesson23::nodeType(found) == lesson23::nodeType(node.node);
+        sameType += same ? 1 : 0;
         inClone.push_back({found, node.name});
     }
     const size_t nodes = lesson23::nodeCount(clone);
-    std::printf("clone's nodes: %zu (the original's: %zu), found in it with the original's type: %zu of %zu\n",
-                nodes, lesson23::nodeCount(original), sameType, names.size());
+    std::printf("clone's nodes: %zu (the original's: %zu), found in it with the original's type: %zu of %zu\n", nodes,
+                lesson23::nodeCount(original), sameType, names.size());
     const Edges edges = printEdges(clone, inClone, "clone");
     return nodes == lesson23::nodeCount(original) && sameType == names.size() && edges == edgesOf(original, names);
 }
@@ -199,10 +201,9 @@ int main(int argc, char** argv) {
     const auto copyWaitsFor = neighbours(copy, true, names, "copy's dependencies");
     const auto afterFill = neighbours(fill, false, names, "fill's dependents");
     course::Verdict verdict;
-    verdict.check("introspection finds the diamond", rootCount == 1 && roots[0] == fill &&
-                                                         diamond == Edges{{0, 1}, {0, 2}, {1, 3}, {2, 3}, {3, 4}} &&
-                                                         sameSet(copyWaitsFor, {twice, plus3}) &&
-                                                         sameSet(afterFill, {twice, plus3}));
+    verdict.check("introspection finds the diamond",
+                  rootCount == 1 && roots[0] == fill && diamond == Edges{{0, 1}, {0, 2}, {1, 3}, {2, 3}, {3, 4}} &&
+                      sameSet(copyWaitsFor, {twice, plus3}) && sameSet(afterFill, {twice, plus3}));
 
     // Step 3: the diamond leaves the order of twice and plus3 open. Rewire: twice, then plus3.
     course::printStep(3, "rewire into a chain: remove fill -> plus3 and twice -> copy, add twice -> plus3");
@@ -216,9 +217,10 @@ int main(int argc, char** argv) {
                   chain == Edges{{0, 1}, {1, 2}, {2, 3}, {3, 4}} && sameSet(plus3WaitsFor, {twice}));
 
     // Step 4: a user object ties the resource's lifetime to the graph, before any exec or clone is
-    // made from it: the CUDA Programming Guide (CUDA user objects) says an exec and a clone each
-    // retain a copy of every reference the graph holds when they are made, so the execs and the
-    // clone below keep the resource too (cuda.h speaks only of graphs' references, cuda.h:21389).
+    // made from it: the CUDA C++ Programming Guide (section "CUDA User Objects", to which
+    // cuda.h:21391 points) says an exec and a clone each retain a copy of every reference the graph
+    // holds when they are made, so the execs and the clone below keep the resource too (cuda.h
+    // itself speaks only of graphs' references, cuda.h:21389).
     // One reference is ours from cuUserObjectCreate, a second from cuUserObjectRetain;
     // CU_GRAPH_USER_OBJECT_MOVE hands that one to the graph, and we release ours.
     course::printStep(4, "user object: the graph holds the last reference, before any exec is made");
@@ -269,8 +271,8 @@ int main(int argc, char** argv) {
     verdict.check("the clone runs its own parameters", thirteens == kAll);
     verdict.check("the original graph kept its parameters", fivesAgain == kAll);
 
-    // Step 7: the execs and the clone go (each may hold a copy of the reference, as the Guide
-    // says), then the graph gives its reference back: the count reaches 0 and the driver calls
+    // Step 7: the execs and the clone go (each may hold a copy of the reference, as the CUDA C++
+    // Programming Guide says), then the graph gives its reference back: the count reaches 0 and the driver calls
     // the callback, on "a shared internal thread" (cuda.h:21304), once.
     course::printStep(7, "release the execs and the clone, cuGraphReleaseUserObject, wait for the callback");
     CHECK_DRIVER(cuGraphExecDestroy(cloneExec));

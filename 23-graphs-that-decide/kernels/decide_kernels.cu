@@ -30,17 +30,21 @@ extern "C" __global__ void add_scaled(float* __restrict__ x, const float* __rest
     if (i < n) x[i] += s * y[i];
 }
 
-// The GPU's nanosecond clock (%globaltimer).
+// %globaltimer. The PTX ISA (section "Special Registers: %globaltimer, %globaltimer_lo,
+// %globaltimer_hi") calls it "A predefined, 64-bit global nanosecond timer", and says these
+// registers are "intended for use by NVIDIA tools" and that "The behavior is target-specific and
+// may change or be removed in future GPUs". produce only needs to be slow; nothing checks how long
+// it waited.
 __device__ __forceinline__ unsigned long long globalTimer() {
     unsigned long long t = 0;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
 }
 
-// A slow producer: one block waits `spinNs` nanoseconds of GPU time, then writes `value` into
-// all n elements of y. general_nodes runs it on another stream ahead of its graph, whose event
-// wait node must hold the graph until it is done: without that wait the graph would read y
-// long before the producer writes it.
+// A slow producer: one block spins until %globaltimer has advanced by `spinNs` (nanoseconds, by
+// the PTX ISA's name for the timer), then writes `value` into all n elements of y. general_nodes
+// runs it on another stream ahead of its graph, whose event wait node must hold the graph until it
+// is done: without that wait the graph would read y long before the producer writes it.
 extern "C" __global__ void produce(float* __restrict__ y, float value, int n, unsigned long long spinNs) {
     if (threadIdx.x == 0) {
         const unsigned long long start = globalTimer();
