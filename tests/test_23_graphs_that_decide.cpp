@@ -75,6 +75,18 @@ TEST_CASE("Lesson 23's version gate asks for 12.4 headers and a 12.4 driver, eac
     CHECK(lesson23::versionGap(12040, 12020) == "the driver supports CUDA 12.2; the lesson needs 12.4");
 }
 
+TEST_CASE("Lesson 23's DOT file folder goes under TMPDIR only where TMPDIR is an absolute path, else /tmp",
+          "[cpu][lesson23]") {
+    CHECK(lesson23::tempParent("/var/tmp") == "/var/tmp");
+    CHECK(lesson23::tempParent("/") == "/");
+    // Unset, empty or relative: never under the working directory.
+    CHECK(lesson23::tempParent(nullptr) == "/tmp");
+    CHECK(lesson23::tempParent("") == "/tmp");
+    CHECK(lesson23::tempParent("scratch") == "/tmp");
+    CHECK(lesson23::tempParent("./scratch") == "/tmp");
+    CHECK(lesson23::tempParent("../scratch") == "/tmp");
+}
+
 // ---------------------------------------------------------------------------
 // GPU: the programs' output.
 
@@ -313,6 +325,21 @@ TEST_CASE("Lesson 23 capture_more --keep-dot: the DOT file is in a new folder of
     CHECK(contains(dot, "->"));
     std::remove(path->c_str());
     rmdir(folder.c_str());
+}
+
+TEST_CASE("Lesson 23 capture_more --keep-dot with a relative TMPDIR: the DOT file goes under /tmp",
+          "[gpu][lesson23]") {
+    requireGpu();
+    RunOptions options;
+    options.args = {"--keep-dot"};
+    options.setEnv["TMPDIR"] = "relative-tmpdir";  // would resolve against the working directory
+    const RunResult r = runLesson(kLesson, options, "capture_more");
+    requirePassed(r);
+    const auto path = valueOf(r.out, "DOT file kept at");
+    REQUIRE(path);
+    CHECK(path->rfind("/tmp/lesson23-dot-", 0) == 0);
+    std::remove(path->c_str());
+    rmdir(path->substr(0, path->rfind('/')).c_str());
 }
 
 TEST_CASE("Lesson 23 device_launch: the refusal names the host node, and a kernel launches the graph three times",
