@@ -152,7 +152,7 @@ CUstreamCaptureMode threadCaptureMode() {
 }
 
 // Step 5: cuGraphDebugDotPrint into a folder that mkdtemp makes (mode 0700, a new name: nothing
-// another user planted), then the file read back. Without --keep-dot the file and the folder go
+// another user planted) under an absolute $TMPDIR or /tmp, then the file read back. Without --keep-dot the file and the folder go
 // again on every path, a failed cuGraphDebugDotPrint included.
 struct DotFile {
     bool namesKernel = false;
@@ -161,8 +161,7 @@ struct DotFile {
 
 DotFile writeDotFile(CUgraph graph, const char* kernel, bool keep) {
     DotFile result;
-    const char* tmp = std::getenv("TMPDIR");
-    std::string folder = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/lesson23-dot-XXXXXX";
+    std::string folder = lesson23::tempParent(std::getenv("TMPDIR")) + "/lesson23-dot-XXXXXX";
     if (mkdtemp(folder.data()) == nullptr) {
         std::perror("mkdtemp");
         return result;

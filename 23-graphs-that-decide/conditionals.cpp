@@ -196,9 +196,13 @@ int main(int argc, char** argv) {
 
     // Step 3: the same exec, launched on two inputs. The host computes what each should give.
     course::printStep(3, "IF: launch with a negative value, then with none");
+    // The negative values are every 7th element of the second half only: the first half (x[0] and
+    // the 256 elements that one pass of the block's threads reads first) holds none, so a kernel
+    // that looked at too few elements would find none and skip the body.
     std::vector<float> mixed(kIfCount), clamped(kIfCount), positive(kIfCount);
     for (int i = 0; i < kIfCount; ++i) {
-        mixed[i] = i % 7 == 0 ? -static_cast<float>(i % 100) - 1.0f : static_cast<float>(i % 100);
+        const bool negative = i >= kIfCount / 2 && i % 7 == 0;
+        mixed[i] = negative ? -static_cast<float>(i % 100) - 1.0f : static_cast<float>(i % 100);
         clamped[i] = mixed[i] < 0.0f ? 0.0f : mixed[i];
         positive[i] = static_cast<float>(i % 100) + 0.5f;
     }

@@ -5,7 +5,8 @@
 // its own (cuda.h, cuGraphInstantiate): one context, only kernel, memcpy, memset and child graph
 // nodes, at least one kernel, memcpy or memset node. This program instantiates a graph that breaks
 // a rule with cuGraphInstantiateWithParams, which says why it refuses and which node it refuses;
-// then instantiates one that keeps them, uploads it (cuGraphUpload), and launches it three times
+// then instantiates one that keeps them, uploads it (cuGraphUpload: the CUDA C++ Programming Guide
+// asks for an upload before a device launch, cuda.h does not), and launches it three times
 // from a kernel of another graph and once from the host, counting the runs on the GPU.
 //
 //   device_launch               the walkthrough
@@ -100,8 +101,10 @@ int main(int argc, char** argv) {
                       refusedParams.hErrNode_out == hostNode);
     if (refused == CUDA_SUCCESS) CHECK_DRIVER(cuGraphExecDestroy(refusedExec));
 
-    // Step 3: a graph that keeps the rules: one kernel node. Uploaded before any kernel launches it
-    // (cuGraphUpload: "without executing it").
+    // Step 3: a graph that keeps the rules: one kernel node. Uploaded before any kernel launches it,
+    // because the CUDA C++ Programming Guide (section "Device Graph Upload") says a graph "must
+    // first be uploaded to the device" to be launched there; cuda.h says of cuGraphUpload only that
+    // it uploads "without executing it" (cuda.h:21024).
     course::printStep(3, "instantiate bump for device launch, cuGraphExecGetFlags, cuGraphUpload");
     CUgraph onDevice = nullptr;
     CHECK_DRIVER(cuGraphCreate(&onDevice, 0));
@@ -135,6 +138,9 @@ int main(int argc, char** argv) {
     CUgraphExec launcherExec = nullptr;
     CHECK_DRIVER(course::graphInstantiate(&launcherExec, launcher, 0));
     for (int i = 0; i < 3; ++i) CHECK_DRIVER(cuGraphLaunch(launcherExec, stream));
+    // cuda.h does not say when a device-side launch completes. The CUDA C++ Programming Guide
+    // (section "Graph Execution Environments") counts a graph complete only "when all generated
+    // child work is complete": on that word, the synchronize covers the device graph's runs too.
     CHECK_DRIVER(cuStreamSynchronize(stream));
     const unsigned int afterDevice = counterValue(counter);
     const int deviceStatus = lesson23::copyBack<int>(status, 1)[0];

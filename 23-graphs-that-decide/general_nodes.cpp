@@ -38,7 +38,7 @@ constexpr size_t kAll = kCount;  // the same number, to compare with counts
 constexpr size_t kBytes = kCount * sizeof(float);
 const unsigned int kOne = std::bit_cast<std::uint32_t>(1.0f);  // the memset node's value: 1.0f's bits
 constexpr float kProduced = 7.0f;                              // what the producer writes into y
-constexpr unsigned long long kSpinNs = 20'000'000;             // how long the producer takes first: 20 ms
+constexpr unsigned long long kSpinNs = 20'000'000;             // the producer's spin: 20 ms by %globaltimer
 
 // x += s * y as a kernel node; the argument values are copied when the node is added or set.
 CUgraphNodeParams addScaledNode(CUfunction addScaled, CUdeviceptr& x, CUdeviceptr& y, float& s, int& n,
@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
     for (CUgraphNode node : {nodes.wait, nodes.fill, nodes.inner, nodes.add, nodes.copy, nodes.look, nodes.record})
         std::printf("node: %s\n", lesson23::nodeTypeName(lesson23::nodeType(node)));
 
-    // Step 3: the producer writes y only after 20 ms; the graph must wait for its event.
+    // Step 3: the producer writes y only after a 20 ms spin; the graph must wait for its event.
     course::printStep(3, "instantiate, launch behind a slow producer, wait for the record node's event");
     CUgraphExec exec = nullptr;
     CHECK_DRIVER(course::graphInstantiate(&exec, graph, 0));

@@ -6,7 +6,8 @@
 // cuGraphAddDependencies, because twice and plus3 write the same memory and their order decides
 // the result. It ties a host-side resource to the graph with a user object before any exec or
 // clone is made from it (the graph holds a reference, and the release callback runs once, when
-// the last reference goes), uploads the exec before the first launch (cuGraphUpload), and clones
+// the last reference goes; the CUDA C++ Programming Guide says execs and clones copy the graph's
+// references when they are made), uploads the exec before the first launch (cuGraphUpload), and clones
 // the graph and changes one node of the clone only (cuGraphNodeFindInClone).
 //
 //   introspect               the walkthrough
@@ -27,10 +28,15 @@
 #include "../common/course_util.h"
 #include "../common/cuda_compat.h"
 #include "lesson23.h"
+#include "named_nodes.h"
 
 #if CUDA_VERSION >= 12040
 namespace {
 
+using lesson23::indexOf;
+using lesson23::nameAt;
+using lesson23::Named;
+using lesson23::sameSet;
 constexpr int kCount = 1 << 16;
 constexpr size_t kAll = kCount;
 constexpr size_t kBytes = kCount * sizeof(float);
@@ -63,37 +69,29 @@ bool releasedWithin(const Resource& resource, std::chrono::milliseconds limit) {
     return resource.releases.load() != 0;
 }
 
-struct Named {
-    CUgraphNode node;
-    const char* name;
-};
+// A graph's edges as pairs of positions in `names` (a node not there: names.size()), through
+// cuGraphGetEdges: once for the count, once for the lists. cuda.h does not say in which order they
+// come, so they are sorted: two graphs' edges compare equal when they join the same named nodes.
+using Edges = std::vector<std::pair<size_t, size_t>>;
 
-// Where a node stands in `names` (names.size() for a node not there): the order lines are printed in.
-size_t indexOf(CUgraphNode node, const std::vector<Named>& names) {
-    for (size_t i = 0; i < names.size(); ++i)
-        if (names[i].node == node) return i;
-    return names.size();
-}
-
-const char* nameAt(size_t index, const std::vector<Named>& names) {
-    return index < names.size() ? names[index].name : "(unknown)";
-}
-
-// The graph's edges through cuGraphGetEdges: once for the count, once for the lists. cuda.h does
-// not say in which order they come, so they are printed sorted by the nodes' order in `names`.
-size_t printEdges(CUgraph graph, const std::vector<Named>& names, const char* label) {
+Edges edgesOf(CUgraph graph, const std::vector<Named>& names) {
     size_t count = 0;
     CHECK_DRIVER(course::graphGetEdges(graph, nullptr, nullptr, &count));
     std::vector<CUgraphNode> from(count), to(count);
     CHECK_DRIVER(course::graphGetEdges(graph, from.data(), to.data(), &count));
-    std::vector<std::pair<size_t, size_t>> edges;
+    Edges edges;
     for (size_t i = 0; i < count; ++i) edges.emplace_back(indexOf(from[i], names), indexOf(to[i], names));
     std::sort(edges.begin(), edges.end());
-    std::printf("%s: %zu edges:", label, count);
+    return edges;
+}
+
+Edges printEdges(CUgraph graph, const std::vector<Named>& names, const char* label) {
+    const Edges edges = edgesOf(graph, names);
+    std::printf("%s: %zu edges:", label, edges.size());
     for (size_t i = 0; i < edges.size(); ++i)
         std::printf("%s %s -> %s", i > 0 ? "," : "", nameAt(edges[i].first, names), nameAt(edges[i].second, names));
     std::printf("\n");
-    return count;
+    return edges;
 }
 
 // A node's dependencies (`up`) or dependents (cuGraphNodeGetDependencies / ...GetDependentNodes),
@@ -109,10 +107,25 @@ std::vector<CUgraphNode> neighbours(CUgraphNode node, bool up, const std::vector
     return nodes;
 }
 
-bool sameSet(std::vector<CUgraphNode> a, std::vector<CUgraphNode> b) {
-    std::sort(a.begin(), a.end());
-    std::sort(b.begin(), b.end());
-    return a == b;
+// Step 6: the clone against the original. Each named node's counterpart (cuGraphNodeFindInClone)
+// must be a node of its own with the original's type, the clone must have no other nodes, and its
+// edges must join the counterparts as the original's edges join the originals.
+bool cloneMatches(CUgraph original, CUgraph clone, const std::vector<Named>& names) {
+    std::vector<Named> inClone;
+    size_t sameType = 0;
+    for (const Named& node : names) {
+        CUgraphNode found = nullptr;
+        if (!CHECK_DRIVER_BOOL(cuGraphNodeFindInClone(&found, node.node, clone))) found = nullptr;
+        const bool same =
+            found != nullptr && found != node.node && lesson23::nodeType(found) == lesson23::nodeType(node.node);
+        sameType += same ? 1 : 0;
+        inClone.push_back({found, node.name});
+    }
+    const size_t nodes = lesson23::nodeCount(clone);
+    std::printf("clone's nodes: %zu (the original's: %zu), found in it with the original's type: %zu of %zu\n", nodes,
+                lesson23::nodeCount(original), sameType, names.size());
+    const Edges edges = printEdges(clone, inClone, "clone");
+    return nodes == lesson23::nodeCount(original) && sameType == names.size() && edges == edgesOf(original, names);
 }
 
 // Launches an exec and returns how many elements of the host buffer are `expected`.
@@ -184,13 +197,13 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuGraphGetRootNodes(graph, roots.data(), &rootCount));
     std::printf("root nodes: %zu (%s)\n", rootCount,
                 rootCount == 1 ? nameAt(indexOf(roots[0], names), names) : "not one");
-    const size_t diamond = printEdges(graph, names, "diamond");
+    const Edges diamond = printEdges(graph, names, "diamond");  // positions in names: fill 0 ... count 4
     const auto copyWaitsFor = neighbours(copy, true, names, "copy's dependencies");
     const auto afterFill = neighbours(fill, false, names, "fill's dependents");
     course::Verdict verdict;
-    verdict.check("introspection finds the diamond", rootCount == 1 && roots[0] == fill && diamond == 5 &&
-                                                         sameSet(copyWaitsFor, {twice, plus3}) &&
-                                                         sameSet(afterFill, {twice, plus3}));
+    verdict.check("introspection finds the diamond",
+                  rootCount == 1 && roots[0] == fill && diamond == Edges{{0, 1}, {0, 2}, {1, 3}, {2, 3}, {3, 4}} &&
+                      sameSet(copyWaitsFor, {twice, plus3}) && sameSet(afterFill, {twice, plus3}));
 
     // Step 3: the diamond leaves the order of twice and plus3 open. Rewire: twice, then plus3.
     course::printStep(3, "rewire into a chain: remove fill -> plus3 and twice -> copy, add twice -> plus3");
@@ -198,14 +211,16 @@ int main(int argc, char** argv) {
     const CUgraphNode removeTo[] = {plus3, copy};
     CHECK_DRIVER(course::graphRemoveDependencies(graph, removeFrom, removeTo, 2));
     CHECK_DRIVER(course::graphAddDependencies(graph, &twice, &plus3, 1));
-    const size_t chain = printEdges(graph, names, "chain");
+    const Edges chain = printEdges(graph, names, "chain");
     const auto plus3WaitsFor = neighbours(plus3, true, names, "plus3's dependencies");
-    verdict.check("the rewired graph is a chain", chain == 4 && sameSet(plus3WaitsFor, {twice}));
+    verdict.check("the rewired graph is a chain",  // fill -> twice -> plus3 -> copy -> count, nothing else
+                  chain == Edges{{0, 1}, {1, 2}, {2, 3}, {3, 4}} && sameSet(plus3WaitsFor, {twice}));
 
     // Step 4: a user object ties the resource's lifetime to the graph, before any exec or clone is
-    // made from it: the CUDA Programming Guide (CUDA user objects) says an exec and a clone each
-    // retain a copy of every reference the graph holds when they are made, so the execs and the
-    // clone below keep the resource too (cuda.h speaks only of graphs' references, cuda.h:21389).
+    // made from it: the CUDA C++ Programming Guide (section "CUDA User Objects", to which
+    // cuda.h:21391 points) says an exec and a clone each retain a copy of every reference the graph
+    // holds when they are made, so the execs and the clone below keep the resource too (cuda.h
+    // itself speaks only of graphs' references, cuda.h:21389).
     // One reference is ours from cuUserObjectCreate, a second from cuUserObjectRetain;
     // CU_GRAPH_USER_OBJECT_MOVE hands that one to the graph, and we release ours.
     course::printStep(4, "user object: the graph holds the last reference, before any exec is made");
@@ -238,6 +253,7 @@ int main(int argc, char** argv) {
     course::printStep(6, "cuGraphClone, cuGraphNodeFindInClone, change the clone's node");
     CUgraph clone = nullptr;
     CHECK_DRIVER(cuGraphClone(&clone, graph));
+    verdict.check("the clone has the original's nodes and edges", cloneMatches(graph, clone, names));
     CUgraphNode twiceInClone = nullptr;
     CHECK_DRIVER(cuGraphNodeFindInClone(&twiceInClone, twice, clone));
     float ten = 10.0f;
@@ -255,8 +271,8 @@ int main(int argc, char** argv) {
     verdict.check("the clone runs its own parameters", thirteens == kAll);
     verdict.check("the original graph kept its parameters", fivesAgain == kAll);
 
-    // Step 7: the execs and the clone go (each may hold a copy of the reference, as the Guide
-    // says), then the graph gives its reference back: the count reaches 0 and the driver calls
+    // Step 7: the execs and the clone go (each may hold a copy of the reference, as the CUDA C++
+    // Programming Guide says), then the graph gives its reference back: the count reaches 0 and the driver calls
     // the callback, on "a shared internal thread" (cuda.h:21304), once.
     course::printStep(7, "release the execs and the clone, cuGraphReleaseUserObject, wait for the callback");
     CHECK_DRIVER(cuGraphExecDestroy(cloneExec));

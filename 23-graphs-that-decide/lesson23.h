@@ -77,6 +77,13 @@ size_t countMatching(const std::vector<T>& a, const std::vector<T>& b) {
     return same;
 }
 
+// The folder to make temporary folders in: $TMPDIR (given here as `tmpdir`, the value of
+// getenv("TMPDIR")) only where it is an absolute path, otherwise /tmp. A relative or empty TMPDIR
+// would put the folder under the working directory, wherever the program happens to run.
+inline std::string tempParent(const char* tmpdir) {
+    return tmpdir != nullptr && tmpdir[0] == '/' ? std::string(tmpdir) : std::string("/tmp");
+}
+
 // Blocks of 256 threads that cover n elements.
 constexpr unsigned int blocksFor(int n) {
     return static_cast<unsigned int>((n + 255) / 256);

@@ -65,10 +65,10 @@ struct ProducerLaunch {
     CUgraphExec exec;
 };
 
-// One launch of the graph behind a fresh producer: y cleared, then, after spinNs of GPU time, set
-// to `value`, and `produced` recorded behind that. The graph's event wait node waits for that
-// event. The host then waits for the graph's own event record node (cuEventSynchronize), not for
-// the graph's stream.
+// One launch of the graph behind a fresh producer: y cleared, then, once %globaltimer has
+// advanced by spinNs, set to `value`, and `produced` recorded behind that. The graph's event wait
+// node waits for that event. The host then waits for the graph's own event record node
+// (cuEventSynchronize), not for the graph's stream.
 inline void launchBehindProducer(const ProducerLaunch& l) {
     CHECK_DRIVER(cuMemsetD32Async(l.y, 0, static_cast<size_t>(l.count), l.producer));
     CUdeviceptr y = l.y;

@@ -75,6 +75,18 @@ TEST_CASE("Lesson 23's version gate asks for 12.4 headers and a 12.4 driver, eac
     CHECK(lesson23::versionGap(12040, 12020) == "the driver supports CUDA 12.2; the lesson needs 12.4");
 }
 
+TEST_CASE("Lesson 23's DOT file folder goes under TMPDIR only where TMPDIR is an absolute path, else /tmp",
+          "[cpu][lesson23]") {
+    CHECK(lesson23::tempParent("/var/tmp") == "/var/tmp");
+    CHECK(lesson23::tempParent("/") == "/");
+    // Unset, empty or relative: never under the working directory.
+    CHECK(lesson23::tempParent(nullptr) == "/tmp");
+    CHECK(lesson23::tempParent("") == "/tmp");
+    CHECK(lesson23::tempParent("scratch") == "/tmp");
+    CHECK(lesson23::tempParent("./scratch") == "/tmp");
+    CHECK(lesson23::tempParent("../scratch") == "/tmp");
+}
+
 // ---------------------------------------------------------------------------
 // GPU: the programs' output.
 
@@ -129,8 +141,10 @@ TEST_CASE("Lesson 23 conditionals --bench: both ways timed for 100 and 1000 swee
     CHECK(checkOk(r.out, "every timed run needed the host's count of sweeps"));
     // The timings are printed figures, not verdicts (the README names the GPU they came from). What
     // is asserted: each "bench:" line is there for the host's own counts of 100 and 1000 sweeps (the
-    // label carries the count the host computed from the data), and the ratio line agrees with the
-    // two per-sweep figures of the same run (each printed rounded: 2 decimals, the ratio 1).
+    // label carries the count the host computed from the data), and the figures agree with the
+    // table's row, which also prints each method's total: its first cell is that count, each
+    // per-sweep figure is its total divided by the count, and the ratio is the host-driven total over
+    // the graph's. A per-sweep figure divided by another count, or a ratio the wrong way round, fails.
     for (const char* sweeps : {"100", "1000"}) {
         INFO(sweeps << " sweeps");
         const double graph = benchValue(r.out, std::string("per sweep, one conditional graph, ") + sweeps + " sweeps");
@@ -139,10 +153,6 @@ TEST_CASE("Lesson 23 conditionals --bench: both ways timed for 100 and 1000 swee
         REQUIRE(graph != -1.0);  // -1: no such line
         REQUIRE(host != -1.0);
         REQUIRE(ratio != -1.0);
-        // Rounding bounds: 0.05 on the ratio, 0.005 on each per-sweep figure (taken twice here).
-        if (graph > 0.0 && host > 0.0)
-            CHECK(std::fabs(ratio - host / graph) <= 0.05 + host / graph * (0.01 / host + 0.01 / graph));
-        // The table's row prints the same figures as the "bench:" lines, with the same precision:
         // | sweeps | one graph | per sweep | host-driven | per sweep | host / graph |
         std::vector<std::string> cells;
         for (const auto& line : lines(r.out)) {
@@ -151,13 +161,18 @@ TEST_CASE("Lesson 23 conditionals --bench: both ways timed for 100 and 1000 swee
                 cells.push_back(line.substr(start + 1, bar - start - 2));  // without the spaces around it
         }
         REQUIRE(cells.size() == 6);
-        char expected[3][32];
-        std::snprintf(expected[0], sizeof(expected[0]), "%.2f us", graph);
-        std::snprintf(expected[1], sizeof(expected[1]), "%.2f us", host);
-        std::snprintf(expected[2], sizeof(expected[2]), "%.1f x", ratio);
-        CHECK(cells[2] == expected[0]);
-        CHECK(cells[4] == expected[1]);
-        CHECK(cells[5] == expected[2]);
+        CHECK(cells[0] == sweeps);
+        const double count = std::strtod(sweeps, nullptr);
+        const double graphTotal = std::strtod(cells[1].c_str(), nullptr);  // "723.1 us": the number
+        const double hostTotal = std::strtod(cells[3].c_str(), nullptr);
+        REQUIRE(graphTotal > 0.0);
+        REQUIRE(hostTotal > 0.0);
+        // Rounding bounds of what is printed: 0.05 us on a total, 0.005 us on a per-sweep figure,
+        // 0.05 on the ratio (and the totals' rounding carried into their quotient).
+        CHECK(std::fabs(graph - graphTotal / count) <= 0.005 + 0.05 / count + 1e-9);
+        CHECK(std::fabs(host - hostTotal / count) <= 0.005 + 0.05 / count + 1e-9);
+        const double quotient = hostTotal / graphTotal;
+        CHECK(std::fabs(ratio - quotient) <= 0.05 + quotient * (0.05 / hostTotal + 0.05 / graphTotal) + 1e-9);
     }
 }
 
@@ -220,9 +235,19 @@ TEST_CASE("Lesson 23 introspect: reads the diamond, rewires it into a chain, and
     CHECK(valueOf(r.out, "plus3's dependencies") == "twice");
     CHECK(valueOf(r.out, "after cuGraphUpload") == "65536 of 65536 elements still -1, host node calls: 0");
     CHECK(valueOf(r.out, "chain launch") == "65536 of 65536 elements = 5 (1 * 2 + 3; plus3 first would give 8)");
+    // The clone read back against the original: every node found in it, with its type, and the
+    // same four edges between the counterparts.
+    CHECK(valueOf(r.out, "clone's nodes") == "5 (the original's: 5), found in it with the original's type: 5 of 5");
+    CHECK(valueOf(r.out, "clone") == "4 edges: fill -> twice, twice -> plus3, plus3 -> copy, copy -> count");
     CHECK(valueOf(r.out, "clone's twice node") == "its own handle, type kernel");
     CHECK(valueOf(r.out, "clone launch") == "65536 of 65536 elements = 13 (1 * 10 + 3)");
     CHECK(valueOf(r.out, "original launch") == "65536 of 65536 elements = 5");
+    for (const char* check : {"introspection finds the diamond", "the rewired graph is a chain",
+                              "the clone has the original's nodes and edges", "the clone runs its own parameters",
+                              "the original graph kept its parameters"}) {
+        INFO(check);
+        CHECK(checkOk(r.out, check));
+    }
 }
 
 TEST_CASE("Lesson 23 introspect: the user object's release callback runs once, after the graph lets go",
@@ -305,6 +330,21 @@ TEST_CASE("Lesson 23 capture_more --keep-dot: the DOT file is in a new folder of
     rmdir(folder.c_str());
 }
 
+TEST_CASE("Lesson 23 capture_more --keep-dot with a relative TMPDIR: the DOT file goes under /tmp",
+          "[gpu][lesson23]") {
+    requireGpu();
+    RunOptions options;
+    options.args = {"--keep-dot"};
+    options.setEnv["TMPDIR"] = "relative-tmpdir";  // would resolve against the working directory
+    const RunResult r = runLesson(kLesson, options, "capture_more");
+    requirePassed(r);
+    const auto path = valueOf(r.out, "DOT file kept at");
+    REQUIRE(path);
+    CHECK(path->rfind("/tmp/lesson23-dot-", 0) == 0);
+    std::remove(path->c_str());
+    rmdir(path->substr(0, path->rfind('/')).c_str());
+}
+
 TEST_CASE("Lesson 23 device_launch: the refusal names the host node, and a kernel launches the graph three times",
           "[gpu][lesson23]") {
     requireGpu();
@@ -365,7 +405,7 @@ TEST_CASE("The driver refuses to clone a graph with a conditional node or to emb
     CUgraphNode child = nullptr;
     CHECK(addChild(&child, parent, nullptr, 0, graph) != CUDA_SUCCESS);
 #else
-    SKIP("conditional nodes need CUDA 12.4 headers here; the lesson's programs skip too");
+    SKIP("built with headers older than CUDA 12.4, the version the lesson asks for; its programs skip too");
 #endif
 }
 
@@ -398,6 +438,6 @@ TEST_CASE("The driver answers cuStreamUpdateCaptureDependencies on a stream that
     CHECK(update(stream, &node, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES) == CUDA_ERROR_ILLEGAL_STATE);
 #endif
 #else
-    SKIP("the lesson's capture calls need CUDA 12.4 headers here");
+    SKIP("built with headers older than CUDA 12.4, the version the lesson asks for");
 #endif
 }

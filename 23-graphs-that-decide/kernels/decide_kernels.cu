@@ -30,17 +30,21 @@ extern "C" __global__ void add_scaled(float* __restrict__ x, const float* __rest
     if (i < n) x[i] += s * y[i];
 }
 
-// The GPU's nanosecond clock (%globaltimer).
+// %globaltimer. The PTX ISA (section "Special Registers: %globaltimer, %globaltimer_lo,
+// %globaltimer_hi") calls it "A predefined, 64-bit global nanosecond timer", and says these
+// registers are "intended for use by NVIDIA tools" and that "The behavior is target-specific and
+// may change or be removed in future GPUs". produce only needs to be slow; nothing checks how long
+// it waited.
 __device__ __forceinline__ unsigned long long globalTimer() {
     unsigned long long t = 0;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
 }
 
-// A slow producer: one block waits `spinNs` nanoseconds of GPU time, then writes `value` into
-// all n elements of y. general_nodes runs it on another stream ahead of its graph, whose event
-// wait node must hold the graph until it is done: without that wait the graph would read y
-// long before the producer writes it.
+// A slow producer: one block spins until %globaltimer has advanced by `spinNs` (nanoseconds, by
+// the PTX ISA's name for the timer), then writes `value` into all n elements of y. general_nodes
+// runs it on another stream ahead of its graph, whose event wait node must hold the graph until it
+// is done: without that wait the graph would read y long before the producer writes it.
 extern "C" __global__ void produce(float* __restrict__ y, float value, int n, unsigned long long spinNs) {
     if (threadIdx.x == 0) {
         const unsigned long long start = globalTimer();
@@ -65,8 +69,8 @@ extern "C" __global__ void bump(unsigned int* counter) {
 
 // IF: one block scans all n elements and says whether any is negative. Only where it found one
 // does it set the value, to 1: otherwise the value stays at the 0 that CU_GRAPH_COND_ASSIGN_DEFAULT
-// gave it at the start of the launch. *setCalls counts the calls, for the host to see that one
-// thread made each.
+// gave it at the start of the launch. *setCalls counts the calls that were made, for the host to
+// see that one thread made each: a build without the call counts none.
 extern "C" __global__ void decide_any_negative(const float* __restrict__ x, int n, unsigned long long handle,
                                                unsigned int* setCalls) {
     int negative = 0;
@@ -75,10 +79,11 @@ extern "C" __global__ void decide_any_negative(const float* __restrict__ x, int 
     if (threadIdx.x != 0 || !negative) return;
 #if LESSON23_DEVICE_GRAPH_CALLS
     cudaGraphSetConditional(handle, 1u);
+    atomicAdd(setCalls, 1u);
 #else
     (void)handle;
+    (void)setCalls;
 #endif
-    atomicAdd(setCalls, 1u);
 }
 
 // The IF body: clamp negatives to 0, and count the runs of the body in `bodyRuns`.

@@ -2,8 +2,8 @@
 // module of its own by the lesson's choice, not by a rule: the device graph's kernel (bump) comes
 // from decide_kernels, which holds no kernel that launches work from the GPU. cuda.h:20476 says
 // only that a device-launch graph's kernel nodes may not use CUDA Dynamic Parallelism; it says
-// nothing of modules, nor whether a device-side cudaGraphLaunch counts as such (the CUDA
-// Programming Guide's section on device graph launch has device graphs that launch graphs).
+// nothing of modules, nor whether a device-side cudaGraphLaunch counts as such (the CUDA C++
+// Programming Guide's section "Device Graph Launch" has device graphs that launch graphs).
 //
 // cudaGraphLaunch on the device is declared in cuda_device_runtime_api.h (nvcc includes it in
 // every .cu file). Like cudaGraphSetConditional it is built without -rdc: nvcc 13.0 leaves it as
@@ -17,10 +17,11 @@
 #endif
 
 // Launches an executable graph (instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH and
-// uploaded) from the GPU; cudaGraphExec_t is the driver's CUgraphExec. cuda_device_runtime_api.h:176
-// only defines cudaStreamGraphFireAndForget; the CUDA Programming Guide (device graph launch)
-// says such a launch starts the graph at once, independently of the graph whose kernel launched
-// it. The first error, if any, is kept in *status for the host to print.
+// uploaded first, as the CUDA C++ Programming Guide's "Device Graph Upload" asks) from the GPU;
+// cudaGraphExec_t is the driver's CUgraphExec. cuda_device_runtime_api.h:176 only defines
+// cudaStreamGraphFireAndForget; the Guide (section "Fire and Forget Launch") says such a launch
+// "is submitted to the GPU immediately, and it runs independently of the launching graph". The
+// first error, if any, is kept in *status for the host to print.
 extern "C" __global__ void launch_from_device(cudaGraphExec_t graph, int* status) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
 #if LESSON23_DEVICE_GRAPH_CALLS
