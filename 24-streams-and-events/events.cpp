@@ -2,15 +2,14 @@
 // whole context recorded and waited for, and the device's asynchronous notifications.
 //
 // Inside a stream capture, cuEventRecordWithFlags(CU_EVENT_RECORD_EXTERNAL) makes the driver
-// "create an event record node instead of the default behavior" (cuda.h:467-469), and "Each
-// launch of the graph will record event to capture execution of the node's dependencies"
-// (cuda.h:19191-19192): work outside the graph can wait for one point inside it. A plain
-// cuEventRecord in the same place made no such node where this ran (checked). cuCtxRecordEvent
-// (12.5) captures "all the activities of the context" in one event, and cuCtxWaitEvent makes "all
-// future work submitted to context hCtx wait" for one, which "may be from a different context"
-// (cuda.h:7013-7014, 7050-7059). Each is checked by reads of words that the awaited work, a gate
-// kernel the host holds until a control (the same read, not held by the wait) has run, stores:
-// a wait that did not happen reads 0, like the control (lesson24::checkOrder).
+// "create an event record node instead of the default behavior" (cuda.h:467-469); of such a node
+// cuda.h says "Each launch of the graph will record event to capture execution of the node's
+// dependencies" (cuGraphAddEventRecordNode, cuda.h:19191-19192), and step 2 checks that the
+// captured node did so here. cuCtxRecordEvent (12.5) captures "all the activities of the context",
+// and cuCtxWaitEvent makes "all future work submitted to context hCtx wait" for an event that "may
+// be from a different context" (cuda.h:7013-7014, 7050-7059). Each order is checked by reads of a
+// word that a gate kernel, held by the host until a control (the same read, not held by the wait)
+// has run, stores: a wait that did not happen reads 0, like the control (lesson24::checkOrder).
 // cuDeviceRegisterAsyncNotification (12.4 headers) registers a callback for notifications the
 // driver sends; cuda.h defines one type (cuda.h:620-622).
 //
@@ -22,7 +21,6 @@
 #include <cstdio>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "../common/check_driver.h"
 #include "../common/course_util.h"
@@ -37,12 +35,6 @@ constexpr auto kNotificationWait = std::chrono::milliseconds(100);  // step 4: h
 // kFirst and kSecond: what the two gated kernels store (1) once their gates (kGateFirst,
 // kGateSecond) open; kSawFirst, kSawSecond, kControl: what the reads saw (kNotRead until they ran).
 enum Word { kFirst, kSecond, kSawFirst, kSawSecond, kControl, kGateFirst, kGateSecond, kStarted, kWords };
-
-// Every gate shut, every word 0, and the words the reads will write set to kNotRead.
-void resetWords(const lesson24::HostWords& w) {
-    w.clear(kWords);
-    w.markNotRead({kSawFirst, kSawSecond, kControl});
-}
 
 // gated kernel (kFirst) -> record `event` -> gated kernel (kSecond), captured from `stream`; the
 // record plain, or with CU_EVENT_RECORD_EXTERNAL.
@@ -60,22 +52,6 @@ CUgraph captureAroundRecord(const lesson24::Kernels& k, const lesson24::HostWord
     return graph;
 }
 
-// How many nodes a graph has, and how many of them record an event.
-size_t countNodes(CUgraph graph, size_t& eventRecords, const char* what) {
-    size_t count = 0;
-    CHECK_DRIVER(cuGraphGetNodes(graph, nullptr, &count));
-    std::vector<CUgraphNode> nodes(count);
-    if (count > 0) CHECK_DRIVER(cuGraphGetNodes(graph, nodes.data(), &count));
-    eventRecords = 0;
-    for (CUgraphNode node : nodes) {
-        CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
-        CHECK_DRIVER(cuGraphNodeGetType(node, &type));
-        if (type == CU_GRAPH_NODE_TYPE_EVENT_RECORD) ++eventRecords;
-    }
-    std::printf("%s: %zu nodes, %zu of them event record nodes\n", what, count, eventRecords);
-    return count;
-}
-
 #if CUDA_VERSION >= 12050
 // One round of step 3: a gated kernel on s1 (kFirst) and on s2 (kSecond), one
 // cuCtxRecordEvent(primary); the second context reads kFirst before cuCtxWaitEvent (the control:
@@ -86,7 +62,7 @@ size_t countNodes(CUgraph graph, size_t& eventRecords, const char* what) {
 bool contextRound(CUcontext primary, CUcontext other, CUevent whole, const lesson24::Kernels& k,
                   const lesson24::Kernels& otherKernels, const lesson24::HostWords& w, CUstream s1, CUstream s2,
                   CUstream otherStream, int opened, bool& controlRan) {
-    resetWords(w);
+    w.reset(kWords, {kSawFirst, kSawSecond, kControl});
     lesson24::launchGated(k.gate, w, kGateFirst, kStarted, kFirst, s1);
     lesson24::launchGated(k.gate, w, kGateSecond, kStarted, kSecond, s2);
     CHECK_DRIVER(cuCtxRecordEvent(primary, whole));
@@ -125,10 +101,7 @@ void contextEvents(CUdevice device, CUcontext primary, const lesson24::Kernels& 
                    CUstream s1, CUstream s2, int driverVersion, int unifiedAddressing, course::Verdict& verdict) {
     std::string missing = lesson24::missingVersion(driverVersion, 12050, "cuCtxRecordEvent");
     if (missing.empty()) missing = lesson24::missingUnifiedAddressing(unifiedAddressing);
-    if (!missing.empty()) {
-        std::printf("section context events: SKIP (%s)\n", missing.c_str());
-        return;
-    }
+    if (lesson24::skipSection("context events", missing)) return;
 #if CUDA_VERSION >= 12050
     CUevent whole = nullptr;  // of the primary context, like the work it records
     CHECK_DRIVER(cuEventCreate(&whole, CU_EVENT_DISABLE_TIMING));
@@ -137,6 +110,7 @@ void contextEvents(CUdevice device, CUcontext primary, const lesson24::Kernels& 
     lesson24::Kernels otherKernels = lesson24::loadKernels();
     CUstream otherStream = nullptr;
     CHECK_DRIVER(cuStreamCreate(&otherStream, CU_STREAM_NON_BLOCKING));
+    lesson24::warmUpLoad(otherKernels.loadWord, w.at(kControl), otherStream);  // its first launch in this context
     CUcontext popped = nullptr;
     CHECK_DRIVER(cuCtxPopCurrent(&popped));
     bool controlRan = true;
@@ -181,11 +155,9 @@ void CUDA_CB onNotification(CUasyncNotificationInfo* info, void* userData, CUasy
 // notification arrives to show that the callback is no longer called.
 void asyncNotifications(CUdevice device, const lesson24::Kernels& k, CUstream stream, int driverVersion,
                         course::Verdict& verdict) {
-    const std::string missing = lesson24::missingVersion(driverVersion, 12040, "cuDeviceRegisterAsyncNotification");
-    if (!missing.empty()) {
-        std::printf("section async notifications: SKIP (%s)\n", missing.c_str());
+    if (lesson24::skipSection("async notifications",
+                              lesson24::missingVersion(driverVersion, 12040, "cuDeviceRegisterAsyncNotification")))
         return;
-    }
 #if CUDA_VERSION >= 12040
     static Notifications notes;
     CUasyncCallbackHandle handle = nullptr;
@@ -246,14 +218,12 @@ int main(int argc, char** argv) {
     int unifiedAddressing = 0;  // step 3 hands the words to a second context
     CHECK_DRIVER(cuDeviceGetAttribute(&unifiedAddressing, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, device));
     std::printf("CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: %d\n", unifiedAddressing);
+    lesson24::warmUpLoad(kernels.loadWord, words.at(kControl), s2);  // before any gate kernel is held
 
-    // Step 2: the same three calls captured twice; only the external record becomes a node.
-    // Then the graph runs on s1 while s2 reads the first kernel's word once before waiting for
-    // the graph's event (the control) and both kernels' words after it. The graph's first kernel
-    // stays held until the control has read, its second until s2 has read both words. The event
-    // captures only "the node's dependencies" (cuda.h:19191-19192), so s2 should read the second
-    // word while that kernel is held; cuda.h does not say how soon a waiting stream is released,
-    // and the host gives it kControlBound.
+    // Step 2: the same three calls captured twice. Then the graph runs on s1; s2 reads the first
+    // kernel's word before waiting for the graph's event (the control) and both words after it.
+    // The first kernel is held until the control has read, the second until s2 has read both
+    // words (at most kControlBound: cuda.h does not say how soon a waiting stream is released).
     course::printStep(2, "cuEventRecordWithFlags(CU_EVENT_RECORD_EXTERNAL) inside a capture");
     CUevent plain = nullptr;
     CUevent external = nullptr;
@@ -263,8 +233,11 @@ int main(int argc, char** argv) {
     CUgraph externalGraph = captureAroundRecord(kernels, words, s1, external, true);
     size_t plainRecords = 0;
     size_t externalRecords = 0;
-    const size_t plainNodes = countNodes(plainGraph, plainRecords, "captured with cuEventRecord");
-    const size_t externalNodes = countNodes(externalGraph, externalRecords, "captured with CU_EVENT_RECORD_EXTERNAL");
+    const size_t plainNodes = lesson24::countNodes(plainGraph, CU_GRAPH_NODE_TYPE_EVENT_RECORD, plainRecords);
+    const size_t externalNodes = lesson24::countNodes(externalGraph, CU_GRAPH_NODE_TYPE_EVENT_RECORD, externalRecords);
+    std::printf("captured with cuEventRecord: %zu nodes, %zu of them event record nodes\n", plainNodes, plainRecords);
+    std::printf("captured with CU_EVENT_RECORD_EXTERNAL: %zu nodes, %zu of them event record nodes\n", externalNodes,
+                externalRecords);
     verdict.check("a plain cuEventRecord inside a capture adds no event record node", plainRecords == 0);
     verdict.check("CU_EVENT_RECORD_EXTERNAL adds one event record node",
                   externalRecords == 1 && externalNodes == plainNodes + 1);
@@ -275,7 +248,7 @@ int main(int argc, char** argv) {
     } else {
         CUgraphExec exec = nullptr;
         CHECK_DRIVER(course::graphInstantiate(&exec, externalGraph, 0));
-        resetWords(words);
+        words.reset(kWords, {kSawFirst, kSawSecond, kControl});
         CHECK_DRIVER(cuGraphLaunch(exec, s1));
         lesson24::launchLoad(kernels.loadWord, words.at(kFirst), words.at(kControl), s2);  // the control
         CHECK_DRIVER(cuStreamWaitEvent(s2, external, 0));

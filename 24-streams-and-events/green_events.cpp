@@ -126,7 +126,12 @@ int main(int argc, char** argv) {
     CUgreenCtx greenB = nullptr;
     CHECK_DRIVER(cuGreenCtxCreate(&greenA, descA, device, CU_GREEN_CTX_DEFAULT_STREAM));
     CHECK_DRIVER(cuGreenCtxCreate(&greenB, descB, device, CU_GREEN_CTX_DEFAULT_STREAM));
-    std::printf("green context A: %u SMs, green context B: %u SMs\n", groups[0].sm.smCount, groups[1].sm.smCount);
+    // What each green context reports it was given: the SM counts the checks below compare with.
+    CUdevResource ofA{};
+    CUdevResource ofB{};
+    CHECK_DRIVER(cuGreenCtxGetDevResource(greenA, &ofA, CU_DEV_RESOURCE_TYPE_SM));
+    CHECK_DRIVER(cuGreenCtxGetDevResource(greenB, &ofB, CU_DEV_RESOURCE_TYPE_SM));
+    std::printf("green context A: %u SMs, green context B: %u SMs\n", ofA.sm.smCount, ofB.sm.smCount);
     CUstream streamA = greenStream(greenA, driverVersion);
     CUstream streamB = greenStream(greenB, driverVersion);
     // One library, one CUkernel for every context; launched as a CUfunction, the context comes
@@ -158,26 +163,28 @@ int main(int argc, char** argv) {
     }
 #endif
 
-    // The SMs each green context's kernel ran on: none in both. cuda.h allows more SMs than
-    // provisioned only under MPS or with a dynamic-parallelism module loaded (cuda.h:24721-24727);
-    // neither is the case here.
-    const std::set<unsigned int> smsA = smsUsed(smOfBlock, streamA, groups[0].sm.smCount);
-    const std::set<unsigned int> smsB = smsUsed(smOfBlock, streamB, groups[1].sm.smCount);
+    // The SMs each green context's kernel ran on: no more than the green context reports, none in
+    // both. cuda.h: "in certain scenarios, it is possible for the workload to run on more SMs than
+    // was provisioned (but never less)", and it names two, MPS with
+    // CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and, on compute capability 9.x, a loaded module with
+    // dynamic parallelism (cuda.h:24719-24727). This program loads no such module; under MPS these
+    // checks may FAIL where cuda.h allows it.
+    const std::set<unsigned int> smsA = smsUsed(smOfBlock, streamA, ofA.sm.smCount);
+    const std::set<unsigned int> smsB = smsUsed(smOfBlock, streamB, ofB.sm.smCount);
     unsigned int shared = 0;
     for (unsigned int sm : smsA) shared += smsB.count(sm) != 0 ? 1u : 0u;
     std::printf("SMs a kernel of %u blocks per SM ran on: A %zu, B %zu, in both %u\n", kBlocksPerSm, smsA.size(),
                 smsB.size(), shared);
+    verdict.check("each green context's kernel ran on no more SMs than cuGreenCtxGetDevResource reports",
+                  smsA.size() <= ofA.sm.smCount && smsB.size() <= ofB.sm.smCount);
     verdict.check("the kernels of green contexts A and B ran on disjoint SMs", shared == 0);
 
     // Step 3: A's kernel holds until the host opens its gate, A records; B reads A's word once
     // (the control), waits, reads it again. The host opens the gate once the control has read.
     course::printStep(3, "green context A records, green context B waits");
-    // One launch of the reading kernel in B beforehand: with lazy loading its first launch in B's
-    // context also loads it there (cuda.h:7553-7556 speaks only of added latency); without this
-    // launch, on the course's H200, the control did not run while A's kernel was held.
-    lesson24::launchLoad(reinterpret_cast<CUfunction>(loadWord), words.at(kWritten), words.at(kSawWithoutWait),
-                         streamB);
-    CHECK_DRIVER(cuStreamSynchronize(streamB));
+    // One launch of the reading kernel in B beforehand (lesson24::warmUpLoad): without it, on the
+    // course's H200, the control did not run while A's kernel was held.
+    lesson24::warmUpLoad(reinterpret_cast<CUfunction>(loadWord), words.at(kSawWithoutWait), streamB);
     words.markNotRead({kSawWithWait, kSawWithoutWait});
     lesson24::launchGated(reinterpret_cast<CUfunction>(gate), words, kGate, kStarted, kWritten, streamA);
     CHECK_DRIVER(cuGreenCtxRecordEvent(greenA, event));

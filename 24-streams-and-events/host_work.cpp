@@ -3,9 +3,10 @@
 // Both queue a host function: it is called after the work queued before it in the stream has
 // completed, and the work queued after it waits until it returns. They differ in what cuda.h
 // lets them do (cuda.h:15273-15291 and 18067-18102):
-//   cuLaunchHostFunc    not called "in the event of an error in the CUDA context"; may be
-//                       recorded by a stream capture (a host node); a CUDA call inside it "may
-//                       result in CUDA_ERROR_NOT_PERMITTED, but this is not required".
+//   cuLaunchHostFunc    not called "in the event of an error in the CUDA context"; supported
+//                       with stream capture, "unlike" the callback (cuda.h does not say as
+//                       what: step 4 checks that it is one host node); a CUDA call inside it
+//                       "may result in CUDA_ERROR_NOT_PERMITTED, but this is not required".
 //   cuStreamAddCallback "slated for eventual deprecation"; receives the stream and a status
 //                       (an error code after a device error); "not supported" in a capture; a
 //                       CUDA call inside it "will result in CUDA_ERROR_NOT_PERMITTED".
@@ -114,6 +115,7 @@ int main(int argc, char** argv) {
     CUstream stream = nullptr;
     CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     lesson24::HostWords words = lesson24::allocHostWords(kWords);
+    lesson24::warmUpLoad(kernels.loadWord, words.at(kSecondKernelSaw), stream);  // before any gate kernel is held
 
     course::printStep(2, "cuLaunchHostFunc between two kernels");
     HostStep function;
@@ -133,8 +135,9 @@ int main(int argc, char** argv) {
     verdict.check("the callback got CUDA_SUCCESS and its own stream",
                   callback.status == CUDA_SUCCESS && callback.stream == stream);
 
-    // Step 4: a capture records cuLaunchHostFunc as a host node, run at every graph launch and
-    // not while recording; cuStreamAddCallback is "not supported" there (cuda.h:15275-15277).
+    // Step 4: cuda.h says cuLaunchHostFunc is supported with stream capture and
+    // cuStreamAddCallback is not (cuda.h:15275-15277); it does not say what the capture makes of
+    // the host function. The checks: one host node, run at every graph launch, not while recording.
     course::printStep(4, "in a capture: cuLaunchHostFunc becomes a host node, cuStreamAddCallback is refused");
     std::atomic<int> graphCalls{0};
     CHECK_DRIVER(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
@@ -172,7 +175,12 @@ int main(int argc, char** argv) {
     std::printf("cuStreamEndCapture after it: %s, graph %s\n", course::driverErrorName(ended),
                 refused != nullptr ? "returned" : "not returned");
     if (refused != nullptr) CHECK_DRIVER(cuGraphDestroy(refused));  // never launched
-    verdict.check("capture refuses cuStreamAddCallback", added != CUDA_SUCCESS);
+    // cuda.h says two things: cuStreamAddCallback's list of return codes has
+    // CUDA_ERROR_NOT_SUPPORTED (cuda.h:15323-15329), and CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+    // "indicates that the operation is not permitted when the stream is capturing"
+    // (cuda.h:3070-3074). Either is a refusal; any other code is some other failure.
+    verdict.check("capture refuses cuStreamAddCallback",
+                  added == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED || added == CUDA_ERROR_NOT_SUPPORTED);
 
     // Step 5: no host function may still be queued when the memory it uses goes.
     course::printStep(5, "release everything, newest first");

@@ -1,7 +1,7 @@
 // streams.h — lesson 24's small helpers: the version gate that prints a SKIP line, words of
 // mapped pinned host memory that the GPU and the host both read and write, bounded waits on
-// such words, the ordering check with its control, and the lesson's kernels with one launch
-// helper each.
+// such words, the ordering check with its control, the lesson's kernels with one launch helper
+// each, and a count of a graph's nodes.
 #pragma once
 
 #include <cuda.h>
@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "../common/check_driver.h"
 #include "../common/course_util.h"
@@ -32,6 +33,14 @@ inline std::string missingVersion(int driverVersion, int needed, const char* wha
         return std::string("the driver supports CUDA ") + course::formatCudaVersion(driverVersion) + "; " + what +
                " needs " + course::formatCudaVersion(needed);
     return "";
+}
+
+// Prints "section NAME: SKIP (reason)" and returns true when `reason` (from missingVersion or
+// missingUnifiedAddressing) is not empty; returns false, printing nothing, when it is.
+inline bool skipSection(const char* section, const std::string& reason) {
+    if (reason.empty()) return false;
+    std::printf("section %s: SKIP (%s)\n", section, reason.c_str());
+    return true;
 }
 
 // Step 1 of every program: the device's name, and the versions of the headers and the driver.
@@ -69,6 +78,11 @@ struct HostWords {
     void markNotRead(std::initializer_list<int> indices) const {
         for (int i : indices) write(i, kNotRead);
     }
+    // The first `count` words 0 (every gate shut), then `notRead` set to kNotRead.
+    void reset(int count, std::initializer_list<int> notRead) const {
+        clear(count);
+        markNotRead(notRead);
+    }
 };
 
 // `count` words, all 0. Given back with cuMemFreeHost(words.host).
@@ -88,7 +102,7 @@ inline HostWords allocHostWords(int count) {
 inline std::string missingUnifiedAddressing(int unifiedAddressing) {
     if (unifiedAddressing != 0) return "";
     return "CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING is 0: cuda.h makes mapped host memory accessible to all "
-           "contexts only on devices with unified addressing";
+           "contexts on devices with unified addressing and says nothing of other devices";
 }
 
 // How long the host waits for a control, or for work that should run, before it decides without.
@@ -183,10 +197,36 @@ inline void launchGate(CUfunction gate, CUdeviceptr gateWord, unsigned int tag, 
     CHECK_DRIVER(cuLaunchKernel(gate, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr));
 }
 
+// One launch of load_word on `stream` that reads `word` and writes it back, waited for: made
+// before any gate kernel is held, so that the first launch of load_word in this context is not
+// one of the reads an ordering check waits for. With lazy loading that first launch may also
+// load the kernel: cuda.h says only that such a call "may incur additional latency"
+// (cuda.h:7553-7556); NVIDIA's CUDA Programming Guide, in its Lazy Loading section, says that
+// loading kernels "might require context synchronization", which a held gate kernel would hold up.
+inline void warmUpLoad(CUfunction loadWord, CUdeviceptr word, CUstream stream) {
+    launchLoad(loadWord, word, word, stream);
+    CHECK_DRIVER(cuStreamSynchronize(stream));
+}
+
 // The gate kernel on words of `words`: it stores 1 in word `started`, holds until the host stores
 // 1 in word `gateWord` (at most kGateTimeoutNs), then stores 1 in word `done` (0 on a timeout).
 inline void launchGated(CUfunction gate, const HostWords& words, int gateWord, int started, int done, CUstream stream) {
     launchGate(gate, words.at(gateWord), 1, kGateTimeoutNs, words.at(started), words.at(done), stream);
+}
+
+// How many nodes `graph` has, and in `ofType` how many of them are of `type`.
+inline size_t countNodes(CUgraph graph, CUgraphNodeType type, size_t& ofType) {
+    size_t count = 0;
+    CHECK_DRIVER(cuGraphGetNodes(graph, nullptr, &count));
+    std::vector<CUgraphNode> nodes(count);
+    if (count > 0) CHECK_DRIVER(cuGraphGetNodes(graph, nodes.data(), &count));
+    ofType = 0;
+    for (CUgraphNode node : nodes) {
+        CUgraphNodeType got = CU_GRAPH_NODE_TYPE_EMPTY;
+        CHECK_DRIVER(cuGraphNodeGetType(node, &got));
+        if (got == type) ++ofType;
+    }
+    return count;
 }
 
 }  // namespace lesson24
