@@ -149,22 +149,28 @@ int main(int argc, char** argv) {
                 kArrayBytes);
     verdict.check("cuMemcpyHtoA wrote its 2000 bytes at byte 400 and nothing else", wrongWords == 0);
 
-    // Step 3: the Async pair, on one stream, with pinned host memory; then the whole array again,
-    // against what it held after step 2 with the 1024 bytes at 8192.
+    // Step 3: the Async pair, on one stream, with pinned host memory (1024 bytes to send, 1024 to
+    // receive and their tail guard: past byte 9216 the array holds the fill); then the whole array
+    // again, against what it held after step 2 with the 1024 bytes at 8192.
     course::printStep(3, "cuMemcpyHtoAAsync then cuMemcpyAtoHAsync on one stream");
     void* pinned = nullptr;
-    CHECK_DRIVER(cuMemAllocHost(&pinned, 2 * 1024));
+    CHECK_DRIVER(cuMemAllocHost(&pinned, 2 * 1024 + lesson25::kTailGuard));
     auto* send = static_cast<unsigned char*>(pinned);
     unsigned char* receive = send + 1024;
     const std::vector<unsigned char> asyncData = lesson25::pattern(1024, 12);
+    const std::vector<unsigned char> guard = lesson25::tailGuard(5);
     std::memcpy(send, asyncData.data(), 1024);
     std::memset(receive, lesson25::kFill, 1024);
+    std::memcpy(receive + 1024, guard.data(), guard.size());
     CHECK_DRIVER(cuMemcpyHtoAAsync(words, 8192, send, 1024, stream));
     CHECK_DRIVER(cuMemcpyAtoHAsync(receive, words, 8192, 1024, stream));
     CHECK_DRIVER(cuStreamSynchronize(stream));
     const size_t wrongAsync = lesson25::differences(receive, asyncData.data(), 1024);
+    const size_t guardKept = lesson25::tailGuardKept(receive + 1024, guard);
     std::printf("bytes back through the array: %zu of 1024\n", 1024 - wrongAsync);
+    std::printf("tail guard bytes after them intact: %zu of %zu\n", guardKept, guard.size());
     verdict.check("the Async pair took 1024 bytes through the array and back", wrongAsync == 0);
+    verdict.check("nothing was copied past the 1024 bytes read back", guardKept == guard.size());
     std::vector<unsigned char> afterModel = wordsBefore;
     place(afterModel, 8192, asyncData, 0, asyncData.size());
     const std::vector<unsigned char> wordsAfter = wholeArray(words);

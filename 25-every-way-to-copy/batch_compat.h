@@ -15,9 +15,11 @@
 // cuMemcpyBatchAsync(...), is a different function under each toolkit.
 //
 // A program that called cuMemcpyBatchAsync directly would, built with CUDA 13 headers, name the
-// symbol cuMemcpyBatchAsync_v2 in its dynamic symbol table, and a 12.8 or 12.9 driver has no such
-// export: linked with -Wl,-z,now (or run with LD_BIND_NOW=1) it would not even reach main. The
-// course's programs never name the symbol: resolveBatchCalls() asks cuGetProcAddress for
+// symbol cuMemcpyBatchAsync_v2 in its dynamic symbol table: the ABI cudaTypedefs.h dates to 13.0
+// (PFN_cuMemcpyBatchAsync_v13000). Neither header lists what a driver exports; a 12.8 or 12.9
+// driver is older than that ABI, and where the symbol is missing, a program linked with -Wl,-z,now
+// (or run with LD_BIND_NOW=1) would not even reach main. The course's programs never name the
+// symbol: resolveBatchCalls() asks cuGetProcAddress for
 // "cuMemcpyBatchAsync" at the CUDA version whose ABI this build's headers declare (13000 with
 // CUDA 13 headers, 12080 with 12.8 and 12.9), after cuDriverGetVersion has said the driver is that
 // new; asked for a version newer than the driver, cuGetProcAddress returns CUDA_ERROR_INVALID_VALUE

@@ -32,6 +32,10 @@ constexpr size_t kGuardBytes = 4096;  // after the gathered bytes: must keep the
 constexpr size_t kGatheredBytes = kPieces * kBlockBytes;
 
 #if CUDA_VERSION >= 12080  // everything below serves the batched copies
+// Step 4's checks, printed as SKIP lines where the step cannot run.
+const char* const kManaged = "the managed pieces the CPU wrote arrive intact, in reverse order";
+const char* const kManagedGuard = "nothing was copied past the managed pieces";
+
 // The block table: piece i is block blockOf(i). 1543 is odd, so i -> (1543 i + 211) mod 4096
 // never repeats a block: 1,536 distinct blocks from all over the pool, in no order.
 size_t blockOf(size_t piece) {
@@ -53,18 +57,19 @@ CUmemcpyAttributes attributes(CUmemcpySrcAccessOrder order, CUmemLocation source
 // for every other pointer cuda.h says they are ignored (cuda.h:11144-11148): here srcLocHint
 // describes the managed source, and dstLocHint, on cuMemAlloc memory, is ignored (cuda.h:4577).
 // What a hint changes, if anything, is not visible in the bytes: the step checks the gather, not
-// the hints. 64 pieces of 1 KiB the CPU just wrote, gathered in reverse order. Returns the pieces
-// that arrived intact.
-size_t gatherFromManagedMemory(int ordinal, CUstream stream) {
+// the hints. 64 pieces of 1 KiB the CPU just wrote, gathered in reverse order, with a tail guard
+// after them (copy_helpers.h).
+void gatherFromManagedMemory(course::Verdict& verdict, int ordinal, CUstream stream) {
     constexpr size_t kCount = 64;
     constexpr size_t kBytes = 1024;
     const std::vector<unsigned char> data = lesson25::pattern(kCount * kBytes, 4);
+    const std::vector<unsigned char> guard = lesson25::tailGuard(4);
     CUdeviceptr managed = 0;
     CHECK_DRIVER(cuMemAllocManaged(&managed, kCount * kBytes, CU_MEM_ATTACH_GLOBAL));
     std::memcpy(reinterpret_cast<void*>(managed), data.data(), data.size());  // the CPU writes it
     CUdeviceptr landing = 0;
-    CHECK_DRIVER(cuMemAlloc(&landing, kCount * kBytes));
-    CHECK_DRIVER(cuMemsetD8Async(landing, lesson25::kFill, kCount * kBytes, stream));
+    CHECK_DRIVER(cuMemAlloc(&landing, kCount * kBytes + lesson25::kTailGuard));
+    lesson25::fillThenTailGuard(landing, kCount * kBytes, guard, stream);
     std::vector<CUdeviceptr> dsts(kCount);
     std::vector<CUdeviceptr> srcs(kCount);
     std::vector<size_t> sizes(kCount, kBytes);
@@ -79,14 +84,17 @@ size_t gatherFromManagedMemory(int ordinal, CUstream stream) {
     CHECK_DRIVER(
         lesson25::memcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), kCount, &attrs, &firstCopy, 1, stream));
     CHECK_DRIVER(cuStreamSynchronize(stream));
-    const std::vector<unsigned char> landed = lesson25::download(landing, kCount * kBytes);
+    const std::vector<unsigned char> landed = lesson25::download(landing, kCount * kBytes + lesson25::kTailGuard);
     size_t intact = 0;
     for (size_t j = 0; j < kCount; ++j)
         intact += std::memcmp(&landed[j * kBytes], &data[(kCount - 1 - j) * kBytes], kBytes) == 0 ? 1 : 0;
+    const size_t guardKept = lesson25::tailGuardKept(&landed[kCount * kBytes], guard);
     std::printf("managed pieces gathered with location hints, intact: %zu of %zu\n", intact, kCount);
+    std::printf("tail guard bytes after the managed pieces intact: %zu of %zu\n", guardKept, guard.size());
+    verdict.check(kManaged, intact == kCount);
+    verdict.check(kManagedGuard, guardKept == guard.size());
     CHECK_DRIVER(cuMemFree(landing));
     CHECK_DRIVER(cuMemFree(managed));
-    return intact;
 }
 
 // Step 5: CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL: "all accesses must be complete before the API
@@ -217,12 +225,14 @@ int main(int argc, char** argv) {
     int concurrentManaged = 0;
     CHECK_DRIVER(cuDeviceGetAttribute(&concurrentManaged, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, device));
     std::printf("CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: %d\n", concurrentManaged);
-    const char* const kManaged = "the managed pieces the CPU wrote arrive intact, in reverse order";
     if (concurrentManaged == 0) {
+        const char* const kWhy = "CONCURRENT_MANAGED_ACCESS is 0: the hints apply only where it is 1";
         std::printf("managed pieces gathered with location hints, intact: not run\n");
-        lesson25::skipCheck(kManaged, "CONCURRENT_MANAGED_ACCESS is 0: the hints apply only where it is 1");
+        std::printf("tail guard bytes after the managed pieces intact: not run\n");
+        lesson25::skipCheck(kManaged, kWhy);
+        lesson25::skipCheck(kManagedGuard, kWhy);
     } else {
-        verdict.check(kManaged, gatherFromManagedMemory(ordinal, stream) == 64);
+        gatherFromManagedMemory(verdict, ordinal, stream);
     }
 
     // Step 5: a source that may change as soon as the call returns.

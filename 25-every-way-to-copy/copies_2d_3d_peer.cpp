@@ -135,94 +135,36 @@ void unalignedCopy(course::Verdict& verdict) {
     CHECK_DRIVER(cuMemFree(source));
 }
 
-// Step 4: the host volume into pitched device memory (filled with 0xa5 first, read back whole:
-// every row in place, the padding after each row untouched), then the box out into host rows of 48
-// bytes and slices of 14 rows. srcHeight and dstHeight are the rows of one slice.
-void boxThroughPitchedMemory(course::Verdict& verdict, CUstream stream, CUdeviceptr volume, size_t pitch,
-                             const std::vector<unsigned char>& host) {
-    void* pinned = nullptr;  // the volume, then the box with its gaps
-    CHECK_DRIVER(cuMemAllocHost(&pinned, host.size() + 48 * 14 * kBoxD));
-    auto* source = static_cast<unsigned char*>(pinned);
-    unsigned char* box = source + host.size();
-    std::memcpy(source, host.data(), host.size());
-    std::memset(box, lesson25::kFill, 48 * 14 * kBoxD);
-    CHECK_DRIVER(cuMemsetD8Async(volume, lesson25::kFill, pitch * kVH * kVD, stream));
-    CUDA_MEMCPY3D in{};
-    in.srcMemoryType = CU_MEMORYTYPE_HOST;
-    in.srcHost = source;
-    in.srcPitch = kVW;
-    in.srcHeight = kVH;
-    in.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    in.dstDevice = volume;
-    in.dstPitch = pitch;
-    in.dstHeight = kVH;
-    in.WidthInBytes = kVW;
-    in.Height = kVH;
-    in.Depth = kVD;
-    CHECK_DRIVER(cuMemcpy3DAsync(&in, stream));
-    CUDA_MEMCPY3D out{};
-    out.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    out.srcDevice = volume;
-    out.srcPitch = pitch;
-    out.srcHeight = kVH;
-    out.srcXInBytes = kBoxX;
-    out.srcY = kBoxY;
-    out.srcZ = kBoxZ;
-    out.dstMemoryType = CU_MEMORYTYPE_HOST;
-    out.dstHost = box;
-    out.dstPitch = 48;
-    out.dstHeight = 14;
-    out.WidthInBytes = kBoxW;
-    out.Height = kBoxH;
-    out.Depth = kBoxD;
-    CHECK_DRIVER(cuMemcpy3DAsync(&out, stream));
-    CHECK_DRIVER(cuStreamSynchronize(stream));
-    const size_t volumeWrong = pitchedVolumeDifferences(download(volume, pitch * kVH * kVD), pitch, host);
-    std::printf("pitched volume bytes as expected (every row, the padding 0xa5): %zu of %zu\n",
-                pitch * kVH * kVD - volumeWrong, pitch * kVH * kVD);
-    verdict.check("the volume arrived row by row in pitched memory, its padding keeps the fill", volumeWrong == 0);
-    size_t boxRight = 0;
-    size_t gapsKept = 0;
-    for (size_t z = 0; z < kBoxD; ++z)
-        for (size_t y = 0; y < 14; ++y)
-            for (size_t x = 0; x < 48; ++x) {
-                const unsigned char got = box[(z * 14 + y) * 48 + x];
-                if (x < kBoxW && y < kBoxH)
-                    boxRight += got == host[((kBoxZ + z) * kVH + kBoxY + y) * kVW + kBoxX + x] ? 1 : 0;
-                else
-                    gapsKept += got == lesson25::kFill ? 1 : 0;
-            }
-    const size_t boxBytes = kBoxW * kBoxH * kBoxD;
-    std::printf("box bytes in place: %zu of %zu\n", boxRight, boxBytes);
-    std::printf("host bytes between its rows and slices still 0xa5: %zu of %zu\n", gapsKept,
-                48 * 14 * kBoxD - boxBytes);
-    verdict.check("the box arrived through pitched memory", boxRight == boxBytes);
-    verdict.check("the host bytes between its rows and slices keep the fill", gapsKept == 48 * 14 * kBoxD - boxBytes);
-    CHECK_DRIVER(cuMemFreeHost(pinned));
-}
-
 // Step 5: A -> B, then A overwritten, then B -> C, all on one stream: they run in the order they
-// were queued, so C ends up holding what A held before, and can have it only by way of B. Step 6
-// then moves 64 KiB with cuMemcpy alone, the direction read from each pointer.
+// were queued, so C ends up holding what A held before, and can have it only by way of B. B and C
+// each have a tail guard after their megabyte (copy_helpers.h): a copy that ran past the end of C
+// shows in C's, and step 6 reads B's with the rest of B. Step 6 then moves 64 KiB with cuMemcpy
+// alone, the direction read from each pointer.
 void deviceCopies(course::Verdict& verdict, CUdevice device, CUstream stream) {
     const std::vector<unsigned char> chain = lesson25::pattern(1 << 20, 9);
+    const std::vector<unsigned char> bGuard = lesson25::tailGuard(1);
+    const std::vector<unsigned char> cGuard = lesson25::tailGuard(2);
+    const size_t guarded = chain.size() + lesson25::kTailGuard;
     CUdeviceptr a = 0;
     CUdeviceptr b = 0;
     CUdeviceptr c = 0;
     CHECK_DRIVER(cuMemAlloc(&a, chain.size()));
-    CHECK_DRIVER(cuMemAlloc(&b, chain.size()));
-    CHECK_DRIVER(cuMemAlloc(&c, chain.size()));
+    CHECK_DRIVER(cuMemAlloc(&b, guarded));
+    CHECK_DRIVER(cuMemAlloc(&c, guarded));
     CHECK_DRIVER(cuMemcpyHtoDAsync(a, chain.data(), chain.size(), stream));
-    CHECK_DRIVER(cuMemsetD8Async(b, lesson25::kFill, chain.size(), stream));
-    CHECK_DRIVER(cuMemsetD8Async(c, lesson25::kFill, chain.size(), stream));
+    lesson25::fillThenTailGuard(b, chain.size(), bGuard, stream);
+    lesson25::fillThenTailGuard(c, chain.size(), cGuard, stream);
     CHECK_DRIVER(cuMemcpyDtoDAsync(b, a, chain.size(), stream));
     CHECK_DRIVER(cuMemsetD8Async(a, 0, chain.size(), stream));  // A's bytes are now only in B
     CHECK_DRIVER(cuMemcpyDtoDAsync(c, b, chain.size(), stream));
     CHECK_DRIVER(cuStreamSynchronize(stream));
-    const std::vector<unsigned char> atC = lesson25::download(c, chain.size());
+    const std::vector<unsigned char> atC = lesson25::download(c, guarded);
     const size_t chainWrong = lesson25::differences(atC.data(), chain.data(), chain.size());
+    const size_t cGuardKept = lesson25::tailGuardKept(&atC[chain.size()], cGuard);
     std::printf("bytes of C equal to what A held: %zu of %zu\n", chain.size() - chainWrong, chain.size());
+    std::printf("tail guard bytes after C intact: %zu of %zu\n", cGuardKept, cGuard.size());
     verdict.check("C got A's bytes by way of B, in stream order", chainWrong == 0);
+    verdict.check("nothing was copied past the end of C", cGuardKept == cGuard.size());
 
     // cuMemcpy "infers the type of the transfer ... from the pointer values" and "is only allowed in
     // contexts which support unified addressing" (cuda.h:9575-9577).
@@ -246,11 +188,12 @@ void deviceCopies(course::Verdict& verdict, CUdevice device, CUstream stream) {
         CHECK_DRIVER(cuMemcpy(a, reinterpret_cast<CUdeviceptr>(bytes), 65536));  // host -> device
         CHECK_DRIVER(cuMemcpy(b + 128, a, 65536));                               // device -> device
         std::vector<unsigned char> bModel = chain;
+        bModel.insert(bModel.end(), bGuard.begin(), bGuard.end());  // B's tail guard after its megabyte
         std::memcpy(&bModel[128], sent.data(), 65536);
-        const std::vector<unsigned char> atB = lesson25::download(b, chain.size());
-        const size_t wrongInB = lesson25::differences(atB.data(), bModel.data(), chain.size());
+        const std::vector<unsigned char> atB = lesson25::download(b, guarded);
+        const size_t wrongInB = lesson25::differences(atB.data(), bModel.data(), guarded);
         std::printf("bytes of B as expected (64 KiB at B + 128, the rest as step 5 left it): %zu of %zu\n",
-                    chain.size() - wrongInB, chain.size());
+                    guarded - wrongInB, guarded);
         verdict.check("the device-to-device cuMemcpy wrote 64 KiB at B + 128, nothing else of B", wrongInB == 0);
         CHECK_DRIVER(cuMemcpy(reinterpret_cast<CUdeviceptr>(bytes + 65536), b + 128, 65536));  // device -> host
         const size_t wrong = lesson25::differences(bytes + 65536, sent.data(), 65536);

@@ -1,7 +1,8 @@
 // Lesson 25, program 9 — what each way of copying costs, in one run on one GPU: a gather of 4096
 // scattered 4 KiB blocks as one cuMemcpyBatchAsync, as one cuMemcpyAsync per block, and one
-// contiguous copy of the same 16 MiB (the same bytes in one piece: the yardstick); and a 2-D and
-// a 3-D copy of strided memory against one cuMemcpyDtoDAsync of the same bytes.
+// contiguous copy of as many bytes, 16 MiB in one piece (the pool's first 4096 blocks: the
+// yardstick); and a 2-D and a 3-D copy of strided memory against one cuMemcpyDtoDAsync of as many
+// bytes.
 //
 // The plain run does every copy once and checks its bytes against the host's; --bench times each,
 // as the median of 21 GPU spans (an event recorded before the copies, one after), and then checks
@@ -96,7 +97,9 @@ void checkEveryWay(course::Verdict& verdict, const Judged& judged, const std::st
     verdict.check("cuMemcpy3DAsync copied every row of every slice, nothing into the padding", judged.rows3D == 0);
 }
 
-// Step 3 (--bench): each way timed, then every destination judged again. Each destination is
+// Step 3 (--bench): each way timed, then every destination judged again. Times are printed to
+// 0.1 us, ratios to three significant digits, so that a gather far slower than the contiguous
+// copy still shows a figure of its own. Each destination is
 // refilled before the timings, so it holds afterwards what the runs timed for that way wrote: a time
 // printed under one way's name but taken of another way's copies leaves a destination unwritten.
 void timeEveryWay(course::Verdict& verdict, CUstream stream, const Ways& ways, const Destinations& to,
@@ -107,21 +110,21 @@ void timeEveryWay(course::Verdict& verdict, CUstream stream, const Ways& ways, c
     if (withBatch) {
         const double batchedUs = medianMicroseconds(stream, ways.batched);
         std::printf("bench: gather 4096 x 4 KiB, one cuMemcpyBatchAsync = %.1f us\n", batchedUs);
-        std::printf("bench: gather speed, cuMemcpyBatchAsync / contiguous copy = %.1f %%\n",
+        std::printf("bench: gather speed, cuMemcpyBatchAsync / contiguous copy = %.3g %%\n",
                     100.0 * contiguousUs / batchedUs);
     }
     std::printf("bench: gather 4096 x 4 KiB, one cuMemcpyAsync per piece = %.1f us\n", perPieceUs);
-    std::printf("bench: gather speed, one cuMemcpyAsync per piece / contiguous copy = %.1f %%\n",
+    std::printf("bench: gather speed, one cuMemcpyAsync per piece / contiguous copy = %.3g %%\n",
                 100.0 * contiguousUs / perPieceUs);
-    std::printf("bench: contiguous cuMemcpyAsync of the same 16 MiB = %.1f us\n", contiguousUs);
+    std::printf("bench: contiguous cuMemcpyAsync of 16 MiB = %.1f us\n", contiguousUs);
     const double flatUs = medianMicroseconds(stream, ways.flat);
     const double twoDUs = medianMicroseconds(stream, ways.strided2D);
     const double threeDUs = medianMicroseconds(stream, ways.strided3D);
     std::printf("bench: cuMemcpyDtoDAsync of 16384000 bytes = %.1f us\n", flatUs);
     std::printf("bench: cuMemcpy2DAsync 4000 x 4096 bytes = %.1f us\n", twoDUs);
     std::printf("bench: cuMemcpy3DAsync 500 x 128 x 256 bytes = %.1f us\n", threeDUs);
-    std::printf("bench: cuMemcpy2DAsync time / cuMemcpyDtoDAsync time = %.2f x\n", twoDUs / flatUs);
-    std::printf("bench: cuMemcpy3DAsync time / cuMemcpyDtoDAsync time = %.2f x\n", threeDUs / flatUs);
+    std::printf("bench: cuMemcpy2DAsync time / cuMemcpyDtoDAsync time = %.3g x\n", twoDUs / flatUs);
+    std::printf("bench: cuMemcpy3DAsync time / cuMemcpyDtoDAsync time = %.3g x\n", threeDUs / flatUs);
     CHECK_DRIVER(cuStreamSynchronize(stream));
     const Judged after = judge(to, poolHost);
     const bool right[] = {after.gatherRight(1), after.gatherRight(2),

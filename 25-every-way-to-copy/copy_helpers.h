@@ -47,6 +47,31 @@ inline size_t notFill(const unsigned char* bytes, size_t count) {
     return changed;
 }
 
+// A tail guard: kTailGuard bytes right after a destination, put there before its copy runs and
+// compared after it. They hold test data of their own (seed 1000 + `seed`, one seed for each
+// destination), not the fill: what a copy that runs past its end carries there is often the fill
+// itself (the rest of a volume around a box, the rest of an array) or another destination's tail
+// guard. Each guard byte then differs from what lands on it, except for the 1 in 256 that happen
+// to be equal.
+constexpr size_t kTailGuard = 4096;
+
+inline std::vector<unsigned char> tailGuard(unsigned seed) {
+    return pattern(kTailGuard, 1000 + seed);
+}
+
+// Bytes of the tail guard at `after` still equal to `guard`.
+inline size_t tailGuardKept(const unsigned char* after, const std::vector<unsigned char>& guard) {
+    return guard.size() - differences(after, guard.data(), guard.size());
+}
+
+// Queues on `stream` the fill of `bytes` bytes of device memory at `destination`, and `guard`
+// right after them. `guard` must live until the stream has run the copy.
+inline void fillThenTailGuard(CUdeviceptr destination, size_t bytes, const std::vector<unsigned char>& guard,
+                              CUstream stream) {
+    CHECK_DRIVER(cuMemsetD8Async(destination, kFill, bytes, stream));
+    CHECK_DRIVER(cuMemcpyHtoDAsync(destination + bytes, guard.data(), guard.size(), stream));
+}
+
 // `bytes` bytes of device memory, copied to the host (cuMemcpyDtoH waits for the copy).
 inline std::vector<unsigned char> download(CUdeviceptr source, size_t bytes) {
     std::vector<unsigned char> host(bytes);
@@ -66,5 +91,4 @@ inline const char* yesNo(bool value) {
     return value ? "yes" : "no";
 }
 
-// Step 1 of every program, its raw calls in the program: the device and its name.
 }  // namespace lesson25

@@ -204,23 +204,30 @@ int main(int argc, char** argv) {
         CHECK_DRIVER(cuMipmappedArrayCreate(&sparseMipmap, &sparseMipDesc, kSparseLevels));
         // For a sparse array that is not mipmapped, miptailSize is "the total size of the array" if
         // flags has CU_ARRAY_SPARSE_PROPERTIES_SINGLE_MIPTAIL, "Otherwise, it will be zero", and
-        // "miptailFirstLevel is always zero" (cuda.h:11898-11900). The fields start as values the
-        // driver must overwrite (no tile, a mip tail from level 0xa5a5a5a5 of 0xa5a5a5a5 bytes), so
-        // an answer left unwritten, or one about another array, shows.
+        // "miptailFirstLevel is always zero" (cuda.h:11898-11900); flags "will either be zero or
+        // CU_ARRAY_SPARSE_PROPERTIES_SINGLE_MIPTAIL" (cuda.h:3460). The fields start as values the
+        // driver cannot return (no tile, every bit of flags, of miptailFirstLevel and of miptailSize
+        // set), so that a field left unwritten, or an answer about another array, fails the check
+        // whichever way flags comes back.
+        constexpr unsigned long long kUnwritten = ~0ull;
         CUDA_ARRAY_SPARSE_PROPERTIES props{};
-        props.miptailFirstLevel = 0xA5A5A5A5u;
-        props.miptailSize = 0xA5A5A5A5ull;
+        props.flags = ~0u;
+        props.miptailFirstLevel = ~0u;
+        props.miptailSize = kUnwritten;
         CHECK_DRIVER(cuArrayGetSparseProperties(&props, sparseArray));
         const unsigned int tileW = props.tileExtent.width;
         const unsigned int tileH = props.tileExtent.height;
-        const bool singleMiptail = (props.flags & CU_ARRAY_SPARSE_PROPERTIES_SINGLE_MIPTAIL) != 0;
+        const bool singleMiptail = props.flags == CU_ARRAY_SPARSE_PROPERTIES_SINGLE_MIPTAIL;
         std::printf(
             "sparse 1024 x 1024 float array: tile %u x %u x %u, mip tail from level %u, %llu bytes, "
             "SINGLE_MIPTAIL %s\n",
             tileW, tileH, props.tileExtent.depth, props.miptailFirstLevel, props.miptailSize,
             lesson25::yesNo(singleMiptail));
-        verdict.check(kArrayProps, tileW > 0 && tileH > 0 && props.miptailFirstLevel == 0 &&
-                                       (singleMiptail ? props.miptailSize != 0 : props.miptailSize == 0));
+        const bool flagsAnswered = props.flags == 0 || singleMiptail;
+        const bool sizeAnswered =
+            singleMiptail ? props.miptailSize != 0 && props.miptailSize != kUnwritten : props.miptailSize == 0;
+        verdict.check(kArrayProps,
+                      tileW > 0 && tileH > 0 && props.miptailFirstLevel == 0 && flagsAnswered && sizeAnswered);
 
         // "The mip tail region includes all mip levels whose width, height or depth is less than that
         // of the tile" (cuda.h:11923-11924); 2-D levels report a depth of 0, so width and height decide.

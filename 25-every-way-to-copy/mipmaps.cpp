@@ -36,9 +36,15 @@ struct Level {
     size_t height;
 };
 
+struct Fetched {
+    size_t right;      // values equal to the level's texel
+    size_t guardKept;  // bytes of the tail guard after the values still as they were put there
+};
+
 // Fetches every texel centre of `level` through the texture (normalized coordinates, level of
-// detail = level) and returns how many came back as that level's texel.
-size_t sampleEveryTexel(CUfunction sampleLevels, CUtexObject texture, unsigned int level, Level size) {
+// detail = level) into a buffer with a tail guard after it (copy_helpers.h): how many values came
+// back as that level's texel, and whether the kernel wrote past them.
+Fetched sampleEveryTexel(CUfunction sampleLevels, CUtexObject texture, unsigned int level, Level size) {
     const size_t count = size.width * size.height;
     std::vector<float> at(4 * count);
     for (size_t y = 0; y < size.height; ++y)
@@ -49,24 +55,26 @@ size_t sampleEveryTexel(CUfunction sampleLevels, CUtexObject texture, unsigned i
             point[2] = static_cast<float>(level);
             point[3] = 0.0f;
         }
+    const std::vector<unsigned char> guard = lesson25::tailGuard(6 + level);
     CUdeviceptr points = 0;
     CUdeviceptr values = 0;
     CHECK_DRIVER(cuMemAlloc(&points, at.size() * sizeof(float)));
-    CHECK_DRIVER(cuMemAlloc(&values, count * sizeof(float)));
+    CHECK_DRIVER(cuMemAlloc(&values, count * sizeof(float) + guard.size()));
     CHECK_DRIVER(cuMemcpyHtoD(points, at.data(), at.size() * sizeof(float)));
-    CHECK_DRIVER(cuMemsetD8(values, lesson25::kFill, count * sizeof(float)));
+    lesson25::fillThenTailGuard(values, count * sizeof(float), guard, nullptr);  // the legacy stream, as the kernel
     int n = static_cast<int>(count);
     void* params[] = {&texture, &points, &values, &n};
     CHECK_DRIVER(cuLaunchKernel(sampleLevels, (n + 255) / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
     std::vector<float> got(count);
     CHECK_DRIVER(cuMemcpyDtoH(got.data(), values, count * sizeof(float)));  // after the kernel: legacy stream
-    size_t right = 0;
+    const std::vector<unsigned char> after = lesson25::download(values + count * sizeof(float), guard.size());
+    Fetched fetched{0, lesson25::tailGuardKept(after.data(), guard)};
     for (size_t y = 0; y < size.height; ++y)
         for (size_t x = 0; x < size.width; ++x)
-            right += got[y * size.width + x] == texel(level, x, y, size.width) ? 1 : 0;
+            fetched.right += got[y * size.width + x] == texel(level, x, y, size.width) ? 1 : 0;
     CHECK_DRIVER(cuMemFree(values));
     CHECK_DRIVER(cuMemFree(points));
-    return right;
+    return fetched;
 }
 
 #if CUDA_VERSION >= 11060
@@ -164,12 +172,17 @@ int main(int argc, char** argv) {
     const char* const kLevelChecks[kLevels] = {
         "level 0 fetches return level 0's texels", "level 1 fetches return level 1's texels",
         "level 2 fetches return level 2's texels", "level 3 fetches return level 3's texels"};
+    size_t guardKept = 0;  // over the four levels' tail guards
     for (unsigned int level = 0; level < kLevels; ++level) {
-        const size_t right = sampleEveryTexel(sampleLevels, texture, level, levels[level]);
+        const Fetched fetched = sampleEveryTexel(sampleLevels, texture, level, levels[level]);
         const size_t count = levels[level].width * levels[level].height;
-        std::printf("level %u fetches equal to its texels: %zu of %zu\n", level, right, count);
-        verdict.check(kLevelChecks[level], right == count);
+        std::printf("level %u fetches equal to its texels: %zu of %zu\n", level, fetched.right, count);
+        verdict.check(kLevelChecks[level], fetched.right == count);
+        guardKept += fetched.guardKept;
     }
+    std::printf("tail guard bytes after the fetched values intact: %zu of %zu\n", guardKept,
+                kLevels * lesson25::kTailGuard);
+    verdict.check("the kernel wrote nothing past the fetched values", guardKept == kLevels * lesson25::kTailGuard);
 
     // Step 4: the memory a mipmapped array needs, asked of one created with
     // CUDA_ARRAY3D_DEFERRED_MAPPING (any other: CUDA_ERROR_INVALID_VALUE, cuda.h:11967-11968): its
