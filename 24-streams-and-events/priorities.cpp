@@ -102,15 +102,17 @@ int main(int argc, char** argv) {
     lesson24::HostWords words = lesson24::allocHostWords(1);
 
     // Step 3: three priorities inside the range come back as asked; one beyond each end comes
-    // back as that end. What a cuStreamCreate stream reports is printed only: cuStreamCreate's
-    // text names no priority; "'0' represents default priority" is said of the argument of
-    // cuStreamCreateWithPriority (cuda.h:14960-14961).
+    // back as that end. cuStreamCreate's text names no priority ("'0' represents default
+    // priority" is said of the argument of cuStreamCreateWithPriority, cuda.h:14960-14961);
+    // NVIDIA's CUDA Programming Guide (section 2.5.9.1) says "The default priority of a stream
+    // is 0". Checked, from a value the call must overwrite.
     course::printStep(3, "create streams with priorities, read them back");
     CUstream plain = nullptr;
     CHECK_DRIVER(cuStreamCreate(&plain, CU_STREAM_NON_BLOCKING));
-    int plainPriority = 0;
+    int plainPriority = least + 1000;  // no priority the device has: overwritten by the call
     CHECK_DRIVER(cuStreamGetPriority(plain, &plainPriority));
     std::printf("cuStreamCreate, no priority given: cuStreamGetPriority %d\n", plainPriority);
+    verdict.check("a cuStreamCreate stream has the default priority 0", plainPriority == 0);
     const int middle = least + (greatest - least) / 2;
     int got[5] = {};
     CUstream low = streamWithPriority(least, "the least", got[0]);

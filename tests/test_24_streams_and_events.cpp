@@ -108,7 +108,9 @@ TEST_CASE("Lesson 24 priorities: in-range priorities come back, out-of-range one
     CHECK(priorityGot(r.out, "the greatest") == greatest);
     CHECK(priorityGot(r.out, "10 beyond the least") == least);
     CHECK(priorityGot(r.out, "10 beyond the greatest") == greatest);
-    // What a cuStreamCreate stream reports is printed only: cuda.h names no priority for it.
+    // cuda.h names no priority for a cuStreamCreate stream; NVIDIA's Programming Guide (2.5.9.1): 0.
+    CHECK(valueOf(r.out, "cuStreamCreate, no priority given") == "cuStreamGetPriority 0");
+    CHECK(checkOk(r.out, "a cuStreamCreate stream has the default priority 0"));
     CHECK_FALSE(contains(r.out, "bench:"));
     if (contains(r.out, "section latency: SKIP")) return;  // a tool that runs one kernel at a time
     // The latencies mean something only with the flood at the least priority, and (a) with no
