@@ -74,8 +74,11 @@ void bufferRoundTrip(lesson27::Gl& gl, const CudaGl& cudaGl, CUfunction writePat
     GL_CHECK(gl, GetBufferParameteriv(GL_ARRAY_BUFFER, GL_BUFFER_SIZE, &glBytes));
     GL_CHECK(gl, BindBuffer(GL_ARRAY_BUFFER, 0));
 
+    // Registered once, in the current CUDA context, the only one that maps it: NVIDIA's CUDA Programming
+    // Guide (section 4.21) has each CUDA context that uses a resource register it; the call's comment
+    // lists CUDA_ERROR_INVALID_CONTEXT among its codes (cudaGL.h:141) and says nothing more of contexts.
     CUgraphicsResource resource = nullptr;
-    CHECK_DRIVER(cudaGl.registerBuffer(&resource, buffer, CU_GRAPHICS_REGISTER_FLAGS_NONE));  // once per buffer
+    CHECK_DRIVER(cudaGl.registerBuffer(&resource, buffer, CU_GRAPHICS_REGISTER_FLAGS_NONE));
     // WRITE_DISCARD promises that CUDA "will not read from this resource and will write over the
     // entire contents" (cuda.h:24166); it takes effect at the next map (cuda.h:24158). The kernel
     // below writes every element.
@@ -230,8 +233,13 @@ int main(int argc, char** argv) {
     if (!egl.makeCurrent(display.display, glContext.surface, glContext.surface, glContext.context))
         course::reportEglError(egl.core, "eglMakeCurrent(display, surface, surface, context)");
     // OpenGL's rule: GL calls act on the context current on the calling thread, so without it there
-    // is no buffer or texture to make. Of the CUDA-GL calls, cudaGL.h ties only cuGLGetDevices to
-    // "the current OpenGL context" (cudaGL.h:249-253); it says nothing of one for the registrations.
+    // is no buffer or texture to make. NVIDIA's CUDA Programming Guide (section 4.21.1.1) asks the
+    // same of the CUDA-GL calls: "The OpenGL context whose resources are being shared has to be
+    // current to the host thread making any OpenGL interoperability API calls." cudaGL.h says less:
+    // it ties cuGLGetDevices to "the current OpenGL context" (cudaGL.h:249-253), and the comments of
+    // cuGraphicsGLRegisterBuffer and cuGraphicsGLRegisterImage name no context (only the deprecated
+    // cuGLRegisterBufferObject's does, cudaGL.h:366-368). The program follows the guide: this context
+    // stays current from here until the last registration is gone (step 7 lets it go).
     if (!verdict.check("the OpenGL context is current on this thread", egl.getCurrentContext() == glContext.context)) {
         releaseEgl(egl, display, glContext);
         return verdict.finish();

@@ -248,6 +248,10 @@ int main(int argc, char** argv) {
     recordReadBack(vk, commands[1], shared, readback.buffer);
     CUevent kernelDone = nullptr;
     CHECK_DRIVER(cuEventCreate(&kernelDone, CU_EVENT_DISABLE_TIMING));
+    // Waits queued before their signals (gate >= 1, gate >= 2: the host signals later). The CUDA
+    // Programming Guide (4.21.2) makes that illegal for binary semaphores; for timeline ones the Vulkan
+    // specification allows it, and cuda.h states no order: the wait lasts "until the value of the
+    // semaphore is greater than or equal to" the one given (cuda.h:16774-16781). Step 7 checks it.
     lesson27::submit(vk, commands[0], gate, 1, timeline, 1, VK_NULL_HANDLE);
     queueCudaWork(stream, cuTimeline, cuGate, transform, sharedPtr, seen, kernelDone);
     lesson27::submit(vk, commands[1], timeline, 2, VK_NULL_HANDLE, 0, readDone);

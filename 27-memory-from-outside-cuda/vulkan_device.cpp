@@ -27,6 +27,22 @@ std::string versionText(uint32_t version) {
     return std::to_string(VK_API_VERSION_MAJOR(version)) + "." + std::to_string(VK_API_VERSION_MINOR(version));
 }
 
+// How many physical devices share the chosen one's device group (every physical device is in
+// exactly one, the Vulkan specification). NVIDIA's CUDA Programming Guide (section 4.21) has the
+// Vulkan device used with CUDA be the only one in its group; cuda.h says nothing of device groups.
+uint32_t deviceGroupSize(const Vulkan& vk) {
+    uint32_t count = 0;
+    CHECK_VULKAN(vk.vkEnumeratePhysicalDeviceGroups(vk.instance, &count, nullptr));
+    std::vector<VkPhysicalDeviceGroupProperties> groups(count);
+    for (VkPhysicalDeviceGroupProperties& group : groups)
+        group.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_GROUP_PROPERTIES;
+    CHECK_VULKAN(vk.vkEnumeratePhysicalDeviceGroups(vk.instance, &count, groups.data()));
+    for (const VkPhysicalDeviceGroupProperties& group : groups)
+        for (uint32_t i = 0; i < group.physicalDeviceCount; ++i)
+            if (group.physicalDevices[i] == vk.physical) return group.physicalDeviceCount;
+    return 0;  // not listed in any group
+}
+
 }  // namespace
 
 std::string vulkanResultName(VkResult result) {
@@ -126,6 +142,11 @@ std::string pickDevice(Vulkan& vk, const CUuuid& uuid) {
     }
     if (vk.physical == VK_NULL_HANDLE) return "no Vulkan device has the CUDA device's UUID";
     if (properties.apiVersion < VK_API_VERSION_1_2) return "the Vulkan device offers Vulkan 1.1; this lesson needs 1.2";
+    const uint32_t groupSize = deviceGroupSize(vk);
+    std::printf("physical devices in its Vulkan device group: %u\n", groupSize);
+    if (groupSize != 1)
+        return "the Vulkan device is in a device group of " + std::to_string(groupSize) +
+               " physical devices; NVIDIA's CUDA Programming Guide has interop use a group of one";
 
     uint32_t extensionCount = 0;
     CHECK_VULKAN(vk.vkEnumerateDeviceExtensionProperties(vk.physical, nullptr, &extensionCount, nullptr));

@@ -168,7 +168,8 @@ inline int endUnfinished(const course::Verdict& verdict, const char* left) {
     X(vkGetPhysicalDeviceFeatures2) X(vkGetPhysicalDeviceQueueFamilyProperties)                     \
     X(vkGetPhysicalDeviceMemoryProperties) X(vkEnumerateDeviceExtensionProperties)                  \
     X(vkGetPhysicalDeviceExternalBufferProperties) X(vkGetPhysicalDeviceExternalSemaphoreProperties) \
-    X(vkGetPhysicalDeviceImageFormatProperties2) X(vkCreateDevice) X(vkGetDeviceProcAddr)
+    X(vkGetPhysicalDeviceImageFormatProperties2) X(vkEnumeratePhysicalDeviceGroups)                 \
+    X(vkCreateDevice) X(vkGetDeviceProcAddr)
 
 #define LESSON27_VULKAN_DEVICE_FUNCTIONS(X)                                                       \
     X(vkDestroyDevice) X(vkGetDeviceQueue) X(vkDeviceWaitIdle) X(vkQueueSubmit)                     \
@@ -213,8 +214,8 @@ void reportVulkanError(VkResult result, const char* expression, const char* file
 // Step 1: the loader and a Vulkan 1.2 instance. Empty: done; otherwise the reason to SKIP.
 std::string openInstance(Vulkan& vk);
 // Step 3: the physical device whose UUID is the CUDA device's, and what both programs need of
-// it (Vulkan 1.2, the two fd extensions, timeline semaphores that export as an opaque fd, a
-// queue that can clear and copy). Empty: chosen; otherwise the reason to SKIP.
+// it (alone in its device group, Vulkan 1.2, the two fd extensions, timeline semaphores that
+// export as an opaque fd, a queue that can clear and copy). Empty: chosen; otherwise the reason to SKIP.
 std::string pickDevice(Vulkan& vk, const CUuuid& uuid);
 // Whether memory of a buffer (image) with this usage (and format) can be exported as an opaque fd.
 std::string bufferExportable(const Vulkan& vk, VkBufferUsageFlags usage);

@@ -78,8 +78,10 @@ CUarray mapImage(CUexternalMemory external, CUmipmappedArray& mipmap) {
 }
 
 // Step 5: CUDA's wait for go = 1 and its copy of the array are queued before Vulkan's work is even
-// submitted (a timeline semaphore may be waited for before its signal is queued); the host watches
-// the copy, then submits Vulkan's commands, whose batch ends by setting go = 1.
+// submitted; the host watches the copy, then submits Vulkan's commands, whose batch ends by setting
+// go = 1. A wait queued before its signal: the CUDA Programming Guide (4.21.2) makes that illegal for
+// binary semaphores; go is a timeline semaphore, for which the Vulkan specification allows it, and
+// cuda.h states no order (the wait lasts until the value is reached, cuda.h:16774-16781).
 Waited copyAfterVulkan(const Vulkan& vk, VkCommandBuffer commands, VkSemaphore go, CUstream stream,
                        CUexternalSemaphore cuGo, CUarray level0, void* host) {
     lesson27::queueArrayCopy(stream, cuGo, level0, host);

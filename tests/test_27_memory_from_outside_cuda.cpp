@@ -197,6 +197,8 @@ TEST_CASE("The Vulkan programs pick the Vulkan device whose UUID is the CUDA dev
         requireRan(r);
         CHECK(valueOf(r.out, "CUDA device 0 UUID") == uuid);
         CHECK(valueOf(r.out, "Vulkan device UUID") == uuid);
+        // A program that ran past step 3 took a device alone in its device group (it SKIPs otherwise).
+        CHECK(valueOf(r.out, "physical devices in its Vulkan device group") == "1");
         CHECK(valueOf(r.out, "timeline semaphore interop") == "yes");
     }
 }
