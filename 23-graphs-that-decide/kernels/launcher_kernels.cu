@@ -19,7 +19,7 @@
 #endif
 
 // Launches an executable graph (instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH and
-// uploaded first, as the CUDA C++ Programming Guide's "Device Graph Upload" asks) from the GPU;
+// uploaded first, one of the three ways the Guide's section 4.2.6.1.2 names) from the GPU;
 // cudaGraphExec_t is the driver's CUgraphExec. cuda_device_runtime_api.h:176 only defines
 // cudaStreamGraphFireAndForget; the Guide (section "Fire and Forget Launch") says such a launch
 // "is submitted to the GPU immediately, and it runs independently of the launching graph". The
