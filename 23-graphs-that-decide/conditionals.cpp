@@ -65,7 +65,9 @@ CUgraph buildIfGraph(const Kernels& k, CUcontext context, CUdeviceptr x, CUdevic
     CUgraphNode ifNode = nullptr;
     CHECK_DRIVER(course::graphAddNode(&ifNode, graph, &decide, 1, &ifParams));
     // The call filled in the body graph: cuda.h:1877-1878 calls the array "CUDA-owned" and the
-    // graphs "Valid for the lifetime of the conditional node". It is filled like any graph.
+    // graphs "Valid for the lifetime of the conditional node". It is filled like any graph, within
+    // the Guide's rules too (section 4.2.4.2): no kernel that launches work, and copies or memsets
+    // only of device memory or pinned device-mapped host memory.
     CUgraph body = ifParams.conditional.phGraph_out[0];
     void* clampParams[] = {&x, &n, &bodyRuns};
     lesson23::addNode(body, {}, lesson23::kernelNode(k.clampNegatives, lesson23::blocksFor(n), 256, clampParams));

@@ -5,9 +5,10 @@
 // its own (cuda.h, cuGraphInstantiate): one context, only kernel, memcpy, memset and child graph
 // nodes, at least one kernel, memcpy or memset node. This program instantiates a graph that breaks
 // a rule with cuGraphInstantiateWithParams, which says why it refuses and which node it refuses;
-// then instantiates one that keeps them, uploads it (cuGraphUpload: the CUDA C++ Programming Guide
-// asks for an upload before a device launch, cuda.h does not), and launches it three times
-// from a kernel of another graph and once from the host, counting the runs on the GPU.
+// then instantiates one that keeps them, uploads it (the CUDA C++ Programming Guide asks for an
+// upload before a device launch, by cuGraphUpload, the instantiate flag or a first host launch;
+// cuda.h does not), and launches it three times from a kernel of another graph and once from
+// the host, counting the runs on the GPU.
 //
 //   device_launch               the walkthrough
 //   device_launch --device N    another GPU
@@ -101,10 +102,11 @@ int main(int argc, char** argv) {
                       refusedParams.hErrNode_out == hostNode);
     if (refused == CUDA_SUCCESS) CHECK_DRIVER(cuGraphExecDestroy(refusedExec));
 
-    // Step 3: a graph that keeps the rules: one kernel node. Uploaded before any kernel launches it,
-    // because the CUDA C++ Programming Guide (section "Device Graph Upload") says a graph "must
-    // first be uploaded to the device" to be launched there; cuda.h says of cuGraphUpload only that
-    // it uploads "without executing it" (cuda.h:21024).
+    // Step 3: a graph that keeps the rules: one kernel node. Uploaded before any kernel launches it:
+    // the CUDA C++ Programming Guide (section 4.2.6.1.2) says a graph "must first be uploaded to the
+    // device" to be launched there, by cuGraphUpload, the upload flag or a first host launch (which
+    // would also run it). cuda.h says of cuGraphUpload only that it uploads "without executing it"
+    // (cuda.h:21024). The Guide also asks for an upload again after an update; nothing here updates.
     course::printStep(3, "instantiate bump for device launch, cuGraphExecGetFlags, cuGraphUpload");
     CUgraph onDevice = nullptr;
     CHECK_DRIVER(cuGraphCreate(&onDevice, 0));
@@ -129,7 +131,9 @@ int main(int argc, char** argv) {
     verdict.check("the upload ran nothing", afterUpload == 0);
 
     // Step 4: the launcher graph's only kernel calls cudaGraphLaunch(deviceExec,
-    // cudaStreamGraphFireAndForget). A kernel passes the CUgraphExec as an ordinary argument.
+    // cudaStreamGraphFireAndForget). A kernel passes the CUgraphExec as an ordinary argument. The
+    // Guide (section 4.2.6) refuses a device launch of a graph still running (cudaErrorInvalidValue)
+    // and allows 120 fire-and-forget launches per run: one per launcher run, one run after another.
     course::printStep(4, "a kernel launches the graph: three launches of the launcher graph");
     CUgraph launcher = nullptr;
     CHECK_DRIVER(cuGraphCreate(&launcher, 0));

@@ -6,6 +6,12 @@
 # that a kernel launches.
 23-graphs-that-decide_PROGRAMS := conditionals general_nodes introspect capture_more device_launch
 
+# No _KERNEL_FLAGS: kernels/*.cu call device-runtime functions (cudaGraphSetConditional, the
+# device-side cudaGraphLaunch) yet are built without -rdc and without libcudadevrt. That this
+# works is observed (an NVIDIA H200, nvcc 13.0), not documented: the CUDA Programming Guide's one
+# build line for device-runtime code is nvcc -rdc=true ... -lcudadevrt (section 4.18.4.1). The
+# README says which checks decide it.
+
 # conditionals has a --bench mode (the WHILE loop as one graph vs one launch per sweep): make bench
 # runs it. Its plain run times nothing, so no program needs to run alone.
 23-graphs-that-decide_BENCH := conditionals

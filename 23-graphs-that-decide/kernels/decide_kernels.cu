@@ -5,10 +5,12 @@
 //
 // cudaGraphSetConditional, which sets a conditional node's value from a kernel, is a device-side
 // runtime function declared in cuda_device_runtime_api.h (nvcc includes it in every .cu file).
-// The Makefile builds it without -rdc and without libcudadevrt: nvcc 13.0 leaves it as an
-// undefined symbol of the module (readelf -s), as it leaves printf's vprintf. No header says
-// how the driver resolves it; observed on an NVIDIA H200 (driver 580, nvcc 13.0): cuModuleLoad
-// loads the module and the call sets the value.
+// The CUDA Programming Guide documents one build for device-runtime code (section 4.18.4.1):
+// nvcc -rdc=true ... -lcudadevrt. The Makefile builds this file another way, without -rdc and
+// without libcudadevrt: nvcc 13.0 leaves the call as an undefined symbol of the module
+// (readelf -s), as it leaves printf's vprintf. No header says how the driver resolves it; that it
+// works is an observation, not a rule: on an NVIDIA H200 (driver 580, nvcc 13.0) cuModuleLoad
+// loaded the module and the call set the value (the conditionals checks decide it elsewhere).
 // It is compiled only with CUDA 12.4 or newer, the version the host programs ask for; an older
 // toolkit builds a kernel without the call, which the programs never launch.
 // (launcher_kernels.cu, the kernel that launches a graph from the GPU, is a module of its own.)
