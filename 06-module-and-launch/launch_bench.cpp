@@ -204,7 +204,7 @@ int main(int argc, char** argv) {
 
     // Step 2: --bench asks for eager loading, so that a timed module load does all its work,
     // and (unless the user chose) turns the JIT cache off, so that a PTX load really compiles.
-    // The driver reads both in cuInit: they are set before.
+    // Both are set before cuInit (the check below shows whether the driver followed).
     course::printStep(2, "driver, device and the primary context");
     if (bench) {
         // Overwrites a CUDA_MODULE_LOADING of the user's: a timed load must do all its work.
@@ -238,8 +238,8 @@ int main(int argc, char** argv) {
     }
 #endif
     std::printf("module loading mode: %s\n", loadingMode);
-    // Where CUDA_MODULE_LOADING names a mode (--bench sets EAGER), the mode is the one it names:
-    // the variable was set before cuInit, which is when the driver reads it.
+    // Where CUDA_MODULE_LOADING names a mode (--bench sets EAGER), the mode the driver reports
+    // must be the one it names: the variable was set before cuInit.
     course::Verdict verdict;
     const char* chosen = std::getenv("CUDA_MODULE_LOADING");
     const std::string chosenMode = chosen != nullptr ? chosen : "";
