@@ -4,8 +4,9 @@
 // last reference tears it down; a warm retain, while someone else keeps it active, only
 // counts. This is why libraries keep one reference instead of retaining around calls.
 // The program checks that claim with a margin: the cold median must be at least
-// kColdOverWarm times the warm one (on an H100 they were about 145 ms and 0.1 us). It does
-// not compare cuCtxCreate with a cold retain: those medians are close and vary by run.
+// kColdOverWarm times the warm one (the README's captured H200 run shows how far apart they
+// were there). It does not compare cuCtxCreate with a cold retain: those medians are close and
+// vary by run.
 //
 //   context_costs [--device N]           10 runs per measurement
 //   context_costs [--device N] --bench   20 runs, and "bench:" lines for make bench

@@ -144,9 +144,11 @@ int main(int argc, char** argv) {
     // reference count kept intact (each retain balanced by one release) keeps a pointer valid.
     if (bufferOwned) CHECK_DRIVER(cuMemFree(buffer));
 
-    // Step 6: the last release resets the context: everything made in it is freed, it is
-    // inactive, and the flags set in step 3 are gone with the rest of its state. Unbind
-    // first: cuDevicePrimaryCtxRelease leaves the thread's current context untouched.
+    // Step 6: the last release resets the context (cuda.h: "automatically reset"): everything
+    // made in it is freed and it is inactive. cuda.h does not name the flags among what a reset
+    // clears; on the H200 of the README's captured run they read 0x0 again, and the last check
+    // asks for that. Unbind first: cuDevicePrimaryCtxRelease leaves the thread's current context
+    // untouched.
     course::printStep(6, "the last release deactivates it");
     CHECK_DRIVER(cuCtxSetCurrent(nullptr));
     const CUcontext currentAfterUnset = currentContext();

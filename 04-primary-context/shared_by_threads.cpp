@@ -3,9 +3,10 @@
 // Everybody who retains a device's primary context gets the same one: every thread and
 // any library using the driver API. The CUDA runtime (cudart, so cuBLAS, TensorRT, ...)
 // uses it too when the calling thread has no current context: it retains the primary
-// context on first use and makes it current; when a context is current, runtime calls
-// use that one. Two threads stand in for two libraries here; then every device's is
-// retained to show that each device has a context of its own.
+// context on first use and makes it current; when a context created with the driver API
+// is current, runtime calls operate on it, "with some exceptions" (cuda_runtime_api.h).
+// Two threads stand in for two libraries here; then every device's is retained to show
+// that each device has a context of its own.
 //
 //   shared_by_threads [--device N]
 #include <cuda.h>

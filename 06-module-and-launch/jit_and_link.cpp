@@ -47,8 +47,8 @@ void printLog(const char* label, const char* text, unsigned int bytes) {
 }
 
 // The SM the JIT compiled for, as its info log says ("... for 'sm_90a'"): with
-// CU_JIT_TARGET_FROM_CUCONTEXT it picks the context GPU's most specific target, which on a
-// Hopper is the architecture-specific sm_90a, not plain sm_90.
+// CU_JIT_TARGET_FROM_CUCONTEXT the target comes from the context's GPU; on the H200 of the
+// README's captured run the log named the architecture-specific sm_90a, not plain sm_90.
 std::string jitTarget(const std::string& infoLog) {
     const std::size_t at = infoLog.find(" for 'sm_");
     if (at == std::string::npos) return "(not in the info log)";

@@ -4,7 +4,8 @@
 // cubin (SASS for one GPU family) or a fatbin (several cubins plus PTX). This program loads
 // the same kernels from each and as a library, checks that every copy computes the same
 // sums, writes a module global, launches with kernelParams, and asks for launches wider
-// than a function allows: the driver refuses each with the code documented for its case.
+// than a function allows: the driver refuses each, with the code launch_limits.h expects
+// (documented in cuda.h for the register case, observed on the H200 for the other two).
 //
 //   load_and_launch [--device N]
 #include <cuda.h>
@@ -139,11 +140,11 @@ void tooWideLaunchesRefused(CUdevice device, CUmodule module, CUfunction saxpy, 
                     maxThreads, deviceMaxThreads, course::driverErrorName(result));
         const bool asDocumented =
             result == lesson06::tooWideLaunchCode(maxThreads, registers, deviceMaxThreads, registersPerBlock);
-        verdict.check(("too-wide launch of " + std::string(name) + " refused with the documented code").c_str(),
+        verdict.check(("too-wide launch of " + std::string(name) + " refused with the expected code").c_str(),
                       asDocumented);
         documented = asDocumented && documented;
     }
-    std::printf("too-wide launches refused with the documented codes: %s\n", documented ? "yes" : "NO");
+    std::printf("too-wide launches refused with the expected codes: %s\n", documented ? "yes" : "NO");
 }
 
 }  // namespace

@@ -6,14 +6,14 @@
 // names, and the caller casts the answer to the PFN_<name>_v<version> typedef from
 // cudaTypedefs.h that describes the same version. This program asks for symbols at
 // several versions and names what came back, shows the status codes, the per-thread
-// default-stream variants, a function newer than the toolkit, and the runtime's way.
+// default-stream variants, a function newer than the oldest toolkit the course supports
+// (CUDA 11.4), and the runtime's way.
 //
 //   08-entry-points [--device N]
 // standalone/dlopen_driver.cpp uses the same technique in a program that does not
 // link libcuda at all.
 #include <cuda.h>
 #include <cudaTypedefs.h>
-#include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -26,6 +26,7 @@
 #include "../common/course_util.h"
 #include "../common/cuda_compat.h"
 #include "lookup_names.h"
+#include "runtime_lookup.h"
 
 // The name cuda.h's #defines turn a plain name into, as text.
 #define COMPILED_NAME_TEXT(name) #name
@@ -60,23 +61,21 @@ Function resolve(const char* symbol, int cudaVersion) {
 }
 
 // Step 3: each family's name at its versions. Checks that every version up to the driver's
-// gave a function and that each checked pair of versions gave two different functions.
+// gave a function and that the versions whose typedefs differ gave as many different functions.
 void compareAbis(void* library, int driverVersion, course::Verdict& verdict) {
     struct Family {
         const char* symbol;
         std::vector<int> versions;
-        int olderOfPair;  // two versions whose typedefs differ: they must give two functions
-        int newerOfPair;
-        bool checked;  // false: print what the driver does, do not judge it
+        std::vector<int> abis;  // versions whose typedefs differ: each must give its own function
+        bool checked;           // false: print what the driver does, do not judge it
     };
     const Family families[] = {
-        {"cuCtxCreate", {3020, 11040, 12050, 13000}, 11040, 12050, true},
-        {"cuStreamBeginCapture", {10000, 10010}, 10000, 10010, true},
-        {"cuCtxSynchronize", {2000, 13000}, 2000, 13000, false},
+        {"cuCtxCreate", {3020, 11040, 12050, 13000}, {3020, 11040, 12050}, true},
+        {"cuStreamBeginCapture", {10000, 10010}, {10000, 10010}, true},
+        {"cuCtxSynchronize", {2000, 13000}, {2000, 13000}, false},
     };
     for (const Family& family : families) {
-        void* older = nullptr;
-        void* newer = nullptr;
+        std::vector<void*> abiFunctions;  // the answers at family.abis, in that order
         bool everyVersionFound = true;
         for (const int version : family.versions) {
             const Lookup answer = lookUp(family.symbol, version, CU_GET_PROC_ADDRESS_DEFAULT);
@@ -84,15 +83,21 @@ void compareAbis(void* library, int driverVersion, course::Verdict& verdict) {
             // Every version up to the driver's must give a function.
             if (version <= driverVersion)
                 everyVersionFound = everyVersionFound && answer.result == CUDA_SUCCESS && answer.function;
-            if (version == family.olderOfPair) older = answer.function;
-            if (version == family.newerOfPair) newer = answer.function;
+            if (std::find(family.abis.begin(), family.abis.end(), version) != family.abis.end())
+                abiFunctions.push_back(answer.function);
         }
         const std::string symbol = family.symbol;
         verdict.check((symbol + " found at every version up to the driver's").c_str(), everyVersionFound);
-        if (family.newerOfPair > driverVersion) continue;  // this driver cannot answer the newer one
-        const bool different = older != nullptr && newer != nullptr && older != newer;
-        std::printf("%s @ %d and @ %d: %s\n", family.symbol, family.olderOfPair, family.newerOfPair,
-                    different ? "different functions" : "the same function");
+        if (family.abis.back() > driverVersion) continue;  // this driver cannot answer the newest one
+        // No NULL, and no two equal: sorted, no neighbours are the same.
+        std::vector<void*> sorted = abiFunctions;
+        std::sort(sorted.begin(), sorted.end());
+        const bool different = std::find(sorted.begin(), sorted.end(), nullptr) == sorted.end() &&
+                               std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
+        std::string versions;
+        for (const int version : family.abis) versions += (versions.empty() ? "@ " : ", @ ") + std::to_string(version);
+        std::printf("%s %s: %s\n", family.symbol, versions.c_str(),
+                    different ? "different functions" : "NOT all different");
         if (family.checked) verdict.check((symbol + " gives a different function for each ABI").c_str(), different);
     }
 }
@@ -143,35 +148,6 @@ void comparePerThreadVariants(void* library, int askVersion, course::Verdict& ve
                                                                   copyLegacy.function != copyPerThread.function);
     verdict.check("cuMemAlloc has one function under both flags",
                   allocLegacy.function != nullptr && allocPerThread.function == allocLegacy.function);
-}
-
-// Step 8: cuMemAlloc through the runtime, compared with the driver's answer at 3020. Checks
-// that the runtime gave a function; which one it is is printed, not judged, and never called
-// (cudaGetDriverEntryPoint takes no version: its ABI is the runtime's, not a typedef's).
-void lookUpThroughRuntime(void* library, void* driverMemAlloc, course::Verdict& verdict) {
-    void* runtimeMemAlloc = nullptr;
-#if CUDART_VERSION >= 12050
-    const char* runtimeCall = "cudaGetDriverEntryPointByVersion(\"cuMemAlloc\", 3020)";
-    const cudaError_t runtimeResult =
-        cudaGetDriverEntryPointByVersion("cuMemAlloc", &runtimeMemAlloc, 3020, cudaEnableDefault);
-#else
-    // Older toolkits: the ABI is the one of the runtime's own version (CUDART_VERSION).
-    // cudaGetDriverEntryPoint is deprecated from CUDA 13.0, where this branch is not compiled.
-    const char* runtimeCall = "cudaGetDriverEntryPoint(\"cuMemAlloc\")";
-    const cudaError_t runtimeResult = cudaGetDriverEntryPoint("cuMemAlloc", &runtimeMemAlloc, cudaEnableDefault);
-#endif
-    if (runtimeResult != cudaSuccess) {
-        std::printf("%s: %s\n", runtimeCall, cudaGetErrorName(runtimeResult));
-    } else if (runtimeMemAlloc == nullptr) {
-        std::printf("%s: cudaSuccess, pointer NULL\n", runtimeCall);
-    } else {
-        Lookup runtimeAnswer;
-        runtimeAnswer.function = runtimeMemAlloc;
-        std::printf("%s: %s\n", runtimeCall, describe(library, "cuMemAlloc", runtimeAnswer).c_str());
-    }
-    const bool sameAsDriver = runtimeMemAlloc == driverMemAlloc;
-    std::printf("same function as cuGetProcAddress(\"cuMemAlloc\", 3020): %s\n", sameAsDriver ? "yes" : "no");
-    verdict.check("runtime gives a cuMemAlloc entry point", runtimeResult == cudaSuccess && runtimeMemAlloc != nullptr);
 }
 
 }  // namespace
@@ -263,13 +239,21 @@ int main(int argc, char** argv) {
     std::printf("round trip through resolved pointers: %u of %u correct\n", matching, kCount);
     verdict.check("round trip through resolved pointers exact", matching == kCount);
 
-    // Step 7: a driver newer than the toolkit. cuStreamGetDevice arrived in CUDA 12.8;
-    // a program built with an older toolkit has neither its declaration nor its typedef,
-    // so it writes the typedef from the documentation, with the version it describes.
-    // First it asks at the driver's own version whether the driver has the name at all,
-    // then it resolves the ABI its typedef describes, and calls only if found.
-    course::printStep(7, "a function newer than the toolkit");
+    // Step 7: a function newer than the oldest toolkit the course supports (11.4).
+    // cuStreamGetDevice arrived in CUDA 12.8; a program built with an older toolkit has
+    // neither its declaration nor its typedef, so it writes the typedef from the
+    // documentation, with the version it describes; from 12.8 cudaTypedefs.h has it. First
+    // it asks at the driver's own version whether the driver has the name at all, then it
+    // resolves the ABI its typedef describes (12080, not the driver's version), and calls
+    // only if found.
+    course::printStep(7, "a function newer than CUDA 11.4");
+#if CUDA_VERSION >= 12080
+    using StreamGetDeviceV12080 = PFN_cuStreamGetDevice_v12080;
+    const char* typedefName = "PFN_cuStreamGetDevice_v12080 from cudaTypedefs.h";
+#else
     using StreamGetDeviceV12080 = CUresult(CUDAAPI*)(CUstream, CUdevice*);
+    const char* typedefName = "a hand-written typedef for the 12080 ABI";
+#endif
     const Lookup probe = lookUp("cuStreamGetDevice", driverVersion, CU_GET_PROC_ADDRESS_DEFAULT);
     if (probe.result != CUDA_SUCCESS || probe.function == nullptr) {
         std::printf(
@@ -284,8 +268,8 @@ int main(int argc, char** argv) {
         CHECK_DRIVER(streamGetDevice(stream, &streamDevice));
         CHECK_DRIVER(cuStreamDestroy(stream));
         const bool streamsDevice = streamDevice == device;
-        std::printf("cuStreamGetDevice: found in driver %s; called through a hand-written typedef: device %d (%s)\n",
-                    course::formatCudaVersion(driverVersion).c_str(), static_cast<int>(streamDevice),
+        std::printf("cuStreamGetDevice: found in driver %s; called through %s: device %d (%s)\n",
+                    course::formatCudaVersion(driverVersion).c_str(), typedefName, static_cast<int>(streamDevice),
                     streamsDevice ? "the stream's device" : "WRONG");
         verdict.check("cuStreamGetDevice names the stream's device", streamsDevice);
     }
@@ -293,7 +277,7 @@ int main(int argc, char** argv) {
     // Step 8: the runtime has its own front door to the same table. Since 12.5 it takes
     // a version like cuGetProcAddress; before, it could only use the runtime's own.
     course::printStep(8, "the runtime's way");
-    lookUpThroughRuntime(library, reinterpret_cast<void*>(memAlloc), verdict);
+    lesson08::lookUpThroughRuntime(library, reinterpret_cast<void*>(memAlloc), verdict);
 
     // Step 9: release in reverse order, the context through the resolved pointer.
     course::printStep(9, "release");

@@ -1,6 +1,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <map>
 #include <optional>
@@ -199,15 +200,23 @@ TEST_CASE("Lesson 04 prints its three timings and walks every device", "[gpu][le
     // The one timing check is decided with a stated margin, on medians.
     CHECK(valueOf(r.out, "cold must take at least") == "10 times warm (medians)");
     CHECK(valueOf(r.out, "check cold retain slower than warm by the margin") == "ok");
-    // Timings vary from run to run: only their presence and unit are checked.
+    // Timings vary from run to run: no figure is required, but each is a positive number of
+    // microseconds, and the printed medians must agree with the verdict printed beside them
+    // (a program that printed one median under another's label, or decided on other numbers
+    // than it printed, fails here).
+    std::vector<double> medians;
     for (const std::string label : {"cuCtxCreate + cuCtxDestroy", "retain + release, cold (activates and tears down)",
                                     "retain + release, warm (already active)"}) {
         INFO(label);
         const auto value = valueOf(r.out, label);
         REQUIRE(value);
-        CHECK(value->size() > 3);
+        REQUIRE(value->size() > 3);
         CHECK(value->substr(value->size() - 3) == " us");
+        medians.push_back(std::stod(value->substr(0, value->size() - 3)));
+        CHECK(medians.back() > 0.0);
     }
+    // Printed with one decimal: a warm median below 0.05 us prints as 0.0, which any cold one passes.
+    CHECK(medians[1] >= 10.0 * medians[2]);
     const RunResult threads = defaultRun(kLesson, "shared_by_threads");
     CHECK(threads.exitCode == 0);
     const int count = driver().deviceCount();
@@ -235,6 +244,19 @@ TEST_CASE("Lesson 04 --bench prints bench lines for make bench", "[gpu][lesson04
     CHECK(contains(r.out, "bench: primary retain+release cold = "));
     CHECK(contains(r.out, "bench: primary retain+release warm = "));
     CHECK(valueOf(r.out, "check cold retain slower than warm by the margin") == "ok");
+    // Each bench line carries the median printed above it (the same run, the same number).
+    const auto printed = [&r](const std::string& label) {
+        const std::string value = valueOf(r.out, label).value_or("-1 us");
+        return std::stod(value.substr(0, value.find(' ')));
+    };
+    const double create = benchValue(r.out, "cuCtxCreate+cuCtxDestroy");
+    const double cold = benchValue(r.out, "primary retain+release cold");
+    const double warm = benchValue(r.out, "primary retain+release warm");
+    CHECK(create == printed("cuCtxCreate + cuCtxDestroy"));
+    CHECK(cold == printed("retain + release, cold (activates and tears down)"));
+    // The warm bench line has two decimals, the plain line one: they agree to within rounding.
+    CHECK(std::abs(warm - printed("retain + release, warm (already active)")) <= 0.051);
+    CHECK(cold >= 10.0 * warm);
 }
 
 TEST_CASE("Lesson 04 rejects an unknown argument with a usage line and exit 2", "[cpu][lesson04]") {

@@ -237,13 +237,13 @@ TEST_CASE("Lesson 06's DRAM peak is 2 x memory clock x bus width / 8, checked wi
 
 TEST_CASE("Lesson 06 expects the code that matches where a function's thread limit comes from", "[cpu][lesson06]") {
     using lesson06::tooWideLaunchCode;
-    // H100: 1024 threads and 64 Ki registers per block.
+    // Hopper (H100, H200): 1024 threads and 64 Ki registers per block (CU_DEVICE_ATTRIBUTE_MAX_*).
     // saxpy: 10 registers, limit 1024 (the device's): 1025 threads is no block at all.
     STATIC_REQUIRE(tooWideLaunchCode(1024, 10, 1024, 65536) == CUDA_ERROR_INVALID_VALUE);
     // boundedKernel: 4 registers, limit 128 from __launch_bounds__: 129 is outside its declared range.
     STATIC_REQUIRE(tooWideLaunchCode(128, 4, 1024, 65536) == CUDA_ERROR_INVALID_VALUE);
     // registerHungry: 101 registers (104 allocated); 1024 threads would need 106496 of the 65536
-    // registers a block may have, so the driver lowered its limit (to 512 on an H100).
+    // registers a block may have, so the driver lowered its limit (512 in the README's H200 run).
     STATIC_REQUIRE(lesson06::allocatedRegisters(101) == 104);
     STATIC_REQUIRE(lesson06::limitedByRegisters(101, 1024, 65536));
     STATIC_REQUIRE(tooWideLaunchCode(512, 101, 1024, 65536) == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
@@ -769,7 +769,7 @@ TEST_CASE("Lesson 06 shows the driver refusing a launch wider than the function 
                                (line.rfind("cuLaunchKernel with ", 0) == 0 && contains(line, "(registerHungry max ") &&
                                 contains(line, "): CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"));
     CHECK(registerLimitRefused);
-    CHECK(valueOf(r.out, "too-wide launches refused with the documented codes") == "yes");
+    CHECK(valueOf(r.out, "too-wide launches refused with the expected codes") == "yes");
     CHECK(contains(r.err, "CUDA driver call failed: cuLaunchKernel(boundedKernel, 1, 1, 1, boundedMaxThreads + 1"));
     CHECK(contains(r.err, "CUDA driver call failed: cuLaunchKernel(registerHungry, 1, 1, 1, hungryMaxThreads + 1"));
     // PTX declaring an ISA newer than the driver's JIT knows.
@@ -793,7 +793,7 @@ TEST_CASE("Lesson 06's programs decide PASS through named checks, and every one 
     const RunResult r = defaultRun(kLesson, "load_and_launch");
     for (const char* check : {"gScale is one float", "gScale reads back the host write",
                               "scaleByGlobal used the host-written gScale", "saxpy within tolerance",
-                              "too-wide launch of saxpy refused with the documented code"}) {
+                              "too-wide launch of saxpy refused with the expected code"}) {
         INFO(check);
         CHECK(contains(r.out, std::string("check ") + check + ": ok"));
     }
