@@ -1,10 +1,11 @@
 // Lesson 07, program 1 — which context a runtime call runs in.
 //
 // libcudart (cuda_runtime_api.h: cudaMalloc, cudaMemcpy, <<<>>>) is a library built
-// on libcuda: every runtime call runs in the driver context that is current on the
-// calling thread. This program makes a context current with the driver, lets the
-// runtime allocate in it, reads the runtime's memory with the driver, and then shows
-// a thread with no current context, where the runtime takes the primary context.
+// on libcuda: its calls operate on the driver context current to the calling thread,
+// "with some exceptions" that cuda_runtime_api.h lists (cudaSetDevice, for one, makes the
+// primary context current). This program makes a context current with the driver, lets
+// the runtime allocate in it, reads the runtime's memory with the driver, and then shows
+// a thread with no current context, where the runtime takes a primary context.
 //
 //   current_context [--device N]
 #include <cuda.h>
@@ -45,8 +46,8 @@ int main(int argc, char** argv) {
     std::printf("runtime CUDA version: %s (cudaRuntimeGetVersion = %d)\n",
                 course::formatCudaVersion(runtimeVersion).c_str(), runtimeVersion);
 
-    // Step 2: a context created and made current with the driver API. The runtime
-    // creates nothing: its calls run in whatever context is current on the thread.
+    // Step 2: a context created and made current with the driver API. The runtime calls
+    // below run in it; the primary context's active flag shows whether they started another.
     course::printStep(2, "a driver context becomes the runtime's context");
     course::Verdict verdict;
     CUcontext context = nullptr;
@@ -58,6 +59,8 @@ int main(int argc, char** argv) {
     int runtimeDevice = -1;
     CHECK_RUNTIME(cudaGetDevice(&runtimeDevice));
     std::printf("cudaGetDevice: %d\n", runtimeDevice);
+    // With --device 0 this check is weak: a runtime that ignored the current context and
+    // took a default device might answer 0 too. Only --device N with N != 0 tells them apart.
     verdict.check("cudaGetDevice names the current context's device", runtimeDevice == ordinal);
     constexpr int kCount = 4096;
     constexpr size_t kBytes = kCount * sizeof(float);
@@ -75,7 +78,9 @@ int main(int argc, char** argv) {
     std::printf("current context after runtime calls: %s\n",
                 unchangedAfterRuntime ? "driver context (unchanged)" : "CHANGED");
     verdict.check("runtime calls leave the current context unchanged", unchangedAfterRuntime);
-    std::printf("primary context active after runtime calls: %s\n", yesNo(interop::primaryContextActive(device)));
+    const bool primaryActiveAfter = interop::primaryContextActive(device);
+    std::printf("primary context active after runtime calls: %s\n", yesNo(primaryActiveAfter));
+    verdict.check("runtime calls in the driver context leave the primary context inactive", !primaryActiveAfter);
 
     // Step 3: the runtime writes its own allocation; the driver reads it back
     // through the same address as a CUdeviceptr.
@@ -89,30 +94,40 @@ int main(int argc, char** argv) {
     std::printf("cuMemcpyDtoH from cudaMalloc memory: %d of %d correct\n", readBackOk, kCount);
     verdict.check("driver reads what the runtime wrote", readBackOk == kCount);
 
-    // Step 4: a context is current per thread. A new thread starts with none, even
-    // though this one has the driver context; the runtime then uses, and initialises,
-    // the device's primary context. Without cudaSetDevice a new thread's runtime
-    // device is 0, whatever the other threads chose. The worker does not use CHECK_DRIVER
-    // (std::exit from a worker thread): it records the first failed call, main reports it.
+    // Step 4: a context is current per thread. A new thread starts with none, even though
+    // this one has the driver context. cudaMalloc needs an active context, so on that thread
+    // the runtime selects a device's primary context, makes it current and initialises it
+    // (cuda_runtime_api.h, "Initialization and Tear-Down"). Which device: the worker asks
+    // cudaGetDevice; with no cudaSetDevice on this thread "a default device is selected"
+    // (cuda_runtime_api.h, cudaSetDeviceFlags), whatever device other threads use. The
+    // worker does not use CHECK_DRIVER (std::exit from a worker thread): it records the
+    // first failed call, main reports it.
     course::printStep(4, "a new thread: the runtime takes the primary context");
     struct WorkerView {
         CUcontext before = nullptr;
         CUcontext after = nullptr;
         CUcontext primary = nullptr;
+        int runtimeDevice = -1;
         int primaryActive = 0;
         interop::WorkerStatus status;
     } worker;
-    std::thread thread([&worker, ordinal, device] {
+    std::thread thread([&worker] {
         interop::WorkerStatus& s = worker.status;
         if (!s.driver(cuCtxGetCurrent(&worker.before), "cuCtxGetCurrent")) return;
-        if (!s.runtime(cudaSetDevice(ordinal), "cudaSetDevice")) return;  // runtime and driver ordinals agree
-        if (!s.runtime(cudaFree(nullptr), "cudaFree(nullptr)")) return;   // the classic "start the runtime now"
-        if (!s.driver(cuCtxGetCurrent(&worker.after), "cuCtxGetCurrent")) return;
-        // Retaining only counts a reference; it does not make the context current.
-        if (!s.driver(cuDevicePrimaryCtxRetain(&worker.primary, device), "cuDevicePrimaryCtxRetain")) return;
+        void* scratch = nullptr;  // no cudaSetDevice first: the runtime picks the context itself
+        if (!s.runtime(cudaMalloc(&scratch, sizeof(float)), "cudaMalloc")) return;
+        CUdevice runtimeDevice = 0;
         unsigned int flags = 0;
-        s.driver(cuDevicePrimaryCtxGetState(device, &flags, &worker.primaryActive), "cuDevicePrimaryCtxGetState");
-        s.driver(cuDevicePrimaryCtxRelease(device), "cuDevicePrimaryCtxRelease");  // released on every path
+        // The active flag is read before this thread retains anything: only the runtime can
+        // have set it. Retaining makes the primary context active (cuda.h) but not current.
+        if (s.driver(cuCtxGetCurrent(&worker.after), "cuCtxGetCurrent") &&
+            s.runtime(cudaGetDevice(&worker.runtimeDevice), "cudaGetDevice") &&
+            s.driver(cuDeviceGet(&runtimeDevice, worker.runtimeDevice), "cuDeviceGet") &&
+            s.driver(cuDevicePrimaryCtxGetState(runtimeDevice, &flags, &worker.primaryActive),
+                     "cuDevicePrimaryCtxGetState") &&
+            s.driver(cuDevicePrimaryCtxRetain(&worker.primary, runtimeDevice), "cuDevicePrimaryCtxRetain"))
+            s.driver(cuDevicePrimaryCtxRelease(runtimeDevice), "cuDevicePrimaryCtxRelease");
+        s.runtime(cudaFree(scratch), "cudaFree");  // freed on every path after the allocation
     });
     thread.join();
     if (worker.status.failedCall != nullptr)
@@ -126,18 +141,23 @@ int main(int argc, char** argv) {
     const bool workerGotPrimary = worker.after != nullptr && worker.after == worker.primary;
     std::printf("worker thread, current context at start: %s\n", workerStartedEmpty ? "none" : "SOME");
     verdict.check("worker thread starts with no current context", workerStartedEmpty);
-    std::printf("worker thread, current context after cudaSetDevice + cudaFree(0): %s\n",
+    std::printf("worker thread, runtime device (cudaGetDevice): %d\n", worker.runtimeDevice);
+    std::printf("worker thread, current context after cudaMalloc: %s\n",
                 workerGotPrimary ? "primary context (same handle as cuDevicePrimaryCtxRetain)" : "NOT the primary");
     verdict.check("runtime on the worker thread takes the primary context", workerGotPrimary);
     std::printf("worker thread, same as the main thread's driver context: %s\n", yesNo(worker.after == context));
-    std::printf("primary context active: %s\n", yesNo(worker.primaryActive != 0));
+    std::printf("primary context active after the worker's cudaMalloc, before any retain: %s\n",
+                yesNo(worker.primaryActive != 0));
+    verdict.check("the worker's runtime call initialised the primary context", worker.primaryActive != 0);
     CHECK_DRIVER(cuCtxGetCurrent(&current));
     const bool mainUnchanged = current == context;
     std::printf("main thread, current context: %s\n", mainUnchanged ? "driver context (unchanged)" : "CHANGED");
     verdict.check("main thread's context unchanged by the worker", mainUnchanged);
 
-    // Step 5: release in reverse order. The runtime's state in the driver context
-    // goes with the context; the primary context stays with the runtime until exit.
+    // Step 5: release in reverse order. The runtime's state in the driver context goes
+    // with the context; the primary context stays active until a cudaDeviceReset or the
+    // process ends (cuda_runtime_api.h: "Primary contexts will remain active until they are
+    // explicitly deinitialized using cudaDeviceReset()").
     course::printStep(5, "release");
     CHECK_RUNTIME(cudaFree(runtimeBuffer));
     CHECK_DRIVER(cuCtxDestroy(context));  // also pops it from this thread
@@ -145,7 +165,7 @@ int main(int argc, char** argv) {
     std::printf("current context after cuCtxDestroy: %s\n", current == nullptr ? "none" : "SOME");
     verdict.check("no current context after cuCtxDestroy", current == nullptr);
 
-    // Step 6: the runtime used the context the driver made current, and the primary
+    // Step 6: the runtime used the context the driver made current, and a primary
     // context where there was none (documented behaviour, measured here): each check above
     // printed its line where the program learnt the answer; the verdict collects them.
     course::printStep(6, "check");

@@ -42,8 +42,8 @@ struct ResetSeen {
 };
 
 // Driver code (a plug-in, say) retains the primary context and configures it; then
-// the primary context is reset, by the runtime or by the driver. This step changes a
-// setting, not memory: an allocation the reset frees is reported as leaked by memcheck.
+// the primary context is reset, by the runtime or by the driver. What the reset loses is
+// a setting, not memory: reading a setting back needs no pointer the reset may have freed.
 ResetSeen resetRetainedPrimary(CUdevice device, int ordinal, Reset how) {
     ResetSeen seen;
     CUcontext primary = nullptr;
@@ -65,7 +65,7 @@ ResetSeen resetRetainedPrimary(CUdevice device, int ordinal, Reset how) {
     if (how == Reset::Runtime) {
         CHECK_RUNTIME(cudaSetDevice(ordinal));  // the runtime's device: its current context is the primary
         CHECK_RUNTIME(cudaDeviceReset());
-        std::printf("cudaDeviceReset: done\n");
+        std::printf("cudaSetDevice + cudaDeviceReset: done\n");
     } else {
         CHECK_DRIVER(cuDevicePrimaryCtxReset(device));
         std::printf("cuDevicePrimaryCtxReset: done\n");
@@ -81,23 +81,27 @@ ResetSeen resetRetainedPrimary(CUdevice device, int ordinal, Reset how) {
     seen.limitAfterReset = REPORT_DRIVER(cuCtxGetLimit(&fifoAfterReset, CU_LIMIT_PRINTF_FIFO_SIZE));
     std::printf("driver code, cuCtxGetLimit after the reset: %s\n", course::driverErrorName(seen.limitAfterReset));
 
-    // Recovery: drop the old reference (documented as safe after a reset, and measured
-    // here) and retain again, which initialises a fresh primary context.
+    // Recovery. The old reference is still held (cuda.h: "Resetting the primary context does
+    // not release it"), and retaining again makes the primary context active. With both
+    // references held, no last release can have reset the context in between: a setting
+    // found back at its default was lost to the reset itself.
     CHECK_DRIVER(cuCtxSetCurrent(nullptr));
-    seen.oldRelease = REPORT_DRIVER(cuDevicePrimaryCtxRelease(device));
-    std::printf("driver code, releasing its old reference: %s\n", course::driverErrorName(seen.oldRelease));
     CUcontext primaryAgain = nullptr;
     CHECK_DRIVER(cuDevicePrimaryCtxRetain(&primaryAgain, device));
     CHECK_DRIVER(cuCtxSetCurrent(primaryAgain));
     size_t fifoAfterRetain = 0;
     CHECK_DRIVER(cuCtxGetLimit(&fifoAfterRetain, CU_LIMIT_PRINTF_FIFO_SIZE));
     seen.settingLost = configuredFifo != defaultFifo && fifoAfterRetain == defaultFifo;
-    std::printf("driver code, after release + retain: printf FIFO %zu bytes (%s)\n", fifoAfterRetain,
-                seen.settingLost ? "back to the default: the setting was lost" : "UNEXPECTED");
+    std::printf("driver code, retained again while holding the old reference: printf FIFO %zu bytes (%s)\n",
+                fifoAfterRetain, seen.settingLost ? "back to the default: the setting was lost" : "KEPT");
     seen.sameHandle = primaryAgain == primary;
     std::printf("primary context handle after retaining again: %s\n", seen.sameHandle ? "same handle" : "a new handle");
     CHECK_DRIVER(cuCtxSetCurrent(nullptr));
-    CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+    CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));  // the new reference
+    // The old one: cuda.h: "it is safe for other modules to call cuDevicePrimaryCtxRelease()
+    // even after resetting the device"; what it returns is printed.
+    seen.oldRelease = REPORT_DRIVER(cuDevicePrimaryCtxRelease(device));
+    std::printf("driver code, releasing its old reference: %s\n", course::driverErrorName(seen.oldRelease));
     std::printf("primary context active at the end: %s\n", yesNo(interop::primaryContextActive(device)));
     return seen;
 }
@@ -106,18 +110,18 @@ ResetSeen resetRetainedPrimary(CUdevice device, int ordinal, Reset how) {
 // while the primary context of the same device is active: retained, with memory in it.
 struct ResetBeside {
     bool activeBefore = false;
+    unsigned int flagsBefore = 0;  // cuDevicePrimaryCtxGetState's flags word before the reset
     bool activeAfter = false;
-    bool createdStillCurrent = false;
+    bool createdStillCurrent = false;  // and cuCtxSynchronize succeeds in it
     bool primaryMemoryFound = false;   // cuMemGetAddressRange, with the primary context current
     bool primaryMemoryIntact = false;  // found, and it reads back what was written
 };
 
-// cuDevicePrimaryCtxGetState, printed: the active flag and the flags word.
-bool primaryActive(CUdevice device, const char* moment) {
-    unsigned int flags = 0;
-    const bool active = interop::primaryContextActive(device, &flags);
-    std::printf("primary context %s: active %s, flags 0x%x (%s)\n", moment, yesNo(active), flags,
-                course::describeContextFlags(flags).c_str());
+// cuDevicePrimaryCtxGetState, printed: the active flag and the flags word (also to *flags).
+bool primaryActive(CUdevice device, const char* moment, unsigned int* flags) {
+    const bool active = interop::primaryContextActive(device, flags);
+    std::printf("primary context %s: active %s, flags 0x%x (%s)\n", moment, yesNo(active), *flags,
+                course::describeContextFlags(*flags).c_str());
     return active;
 }
 
@@ -130,6 +134,9 @@ ResetBeside resetBesideActivePrimary(CUdevice device) {
     constexpr size_t kBytes = kCount * sizeof(float);
     std::vector<float> values(kCount);
     for (int i = 0; i < kCount; ++i) values[i] = static_cast<float>(3 * i + 1);
+    // The library chooses how its context waits (not the default), so the flags word printed
+    // below can be told from a word nobody read.
+    CHECK_DRIVER(cuDevicePrimaryCtxSetFlags(device, CU_CTX_SCHED_BLOCKING_SYNC));
     CUcontext primary = nullptr;
     CHECK_DRIVER(cuDevicePrimaryCtxRetain(&primary, device));  // one reference: one release below
     CHECK_DRIVER(cuCtxPushCurrent(primary));
@@ -140,18 +147,19 @@ ResetBeside resetBesideActivePrimary(CUdevice device) {
     CHECK_DRIVER(cuCtxPopCurrent(&popped));
     CUcontext created = nullptr;
     CHECK_DRIVER(course::ctxCreate(&created, 0, device));  // pushed: current on this thread
-    seen.activeBefore = primaryActive(device, "before the reset");
+    seen.activeBefore = primaryActive(device, "before the reset", &seen.flagsBefore);
 
     CHECK_RUNTIME(cudaDeviceReset());
     std::printf("cudaDeviceReset with the created context current: done\n");
-    seen.activeAfter = primaryActive(device, "after the reset");
+    unsigned int flagsAfter = 0;
+    seen.activeAfter = primaryActive(device, "after the reset", &flagsAfter);
     CUcontext current = nullptr;
     CHECK_DRIVER(cuCtxGetCurrent(&current));
-    seen.createdStillCurrent = current == created;
     std::printf("current context after this reset: %s\n",
-                seen.createdStillCurrent ? "the created context (unchanged)" : "CHANGED");
+                current == created ? "the created context (unchanged)" : "CHANGED");
     const CUresult createdSync = REPORT_DRIVER(cuCtxSynchronize());
     std::printf("created context, cuCtxSynchronize after the reset: %s\n", course::driverErrorName(createdSync));
+    seen.createdStillCurrent = current == created && createdSync == CUDA_SUCCESS;
 
     // The primary context's memory, asked with the primary context current. It is freed
     // only if it is still there: a reset that destroyed the context took the buffer with it.
@@ -205,7 +213,9 @@ int main(int argc, char** argv) {
     size_t defaultFifo = 0;
     CHECK_DRIVER(cuCtxGetLimit(&defaultFifo, CU_LIMIT_PRINTF_FIFO_SIZE));
     CHECK_DRIVER(cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 2 * defaultFifo));
-    constexpr int kCount = 4096;
+    size_t configuredFifo = 0;  // the driver "is free to modify the requested value" (cuda.h)
+    CHECK_DRIVER(cuCtxGetLimit(&configuredFifo, CU_LIMIT_PRINTF_FIFO_SIZE));
+    constexpr int kCount = 4000;  // not a multiple of the kernel's 256-thread blocks
     constexpr size_t kBytes = kCount * sizeof(float);
     CUdeviceptr x = 0;
     CHECK_DRIVER(cuMemAlloc(&x, kBytes));
@@ -213,7 +223,15 @@ int main(int argc, char** argv) {
     for (int i = 0; i < kCount; ++i) values[i] = static_cast<float>(i);
     CHECK_DRIVER(cuMemcpyHtoD(x, values.data(), kBytes));
     CHECK_RUNTIME(launchScale(interop::asRuntimePointer(x), 2.0f, kCount, nullptr));  // x = 2i
-    CHECK_DRIVER(cuCtxSynchronize());
+    // cuMemcpyDtoH is synchronous and goes to the stream the launch went to (stream 0), so
+    // it returns after the kernel: no work of this context is running when the reset comes.
+    std::vector<float> back(kCount);
+    CHECK_DRIVER(cuMemcpyDtoH(back.data(), x, kBytes));
+    std::vector<float> expected(kCount);
+    for (int i = 0; i < kCount; ++i) expected[i] = 2.0f * values[i];
+    const int launchOk = interop::countMatching(back, expected);
+    std::printf("<<<>>> launch before the reset: %d of %d correct\n", launchOk, kCount);
+    verdict.check("<<<>>> launch before the reset exact", launchOk == kCount);
 
     CHECK_RUNTIME(cudaDeviceReset());
     std::printf("cudaDeviceReset: done\n");
@@ -229,15 +247,17 @@ int main(int argc, char** argv) {
     verdict.check("created context keeps its buffer", memoryKept);
     size_t fifoAfterReset = 0;
     CHECK_DRIVER(cuCtxGetLimit(&fifoAfterReset, CU_LIMIT_PRINTF_FIFO_SIZE));
-    const bool settingKept = fifoAfterReset == 2 * defaultFifo;
+    const bool settingKept = configuredFifo != defaultFifo && fifoAfterReset == configuredFifo;
     std::printf("printf FIFO after the reset: %zu bytes (%s)\n", fifoAfterReset,
                 settingKept ? "still the configured value" : "CHANGED");
     verdict.check("created context keeps its printf FIFO setting", settingKept);
-    std::printf("primary context active after the reset: %s\n", yesNo(interop::primaryContextActive(device)));
-    CHECK_RUNTIME(launchScale(interop::asRuntimePointer(x), 0.5f, kCount, nullptr));  // x = i again
-    std::vector<float> back(kCount);
+    const bool primaryStarted = interop::primaryContextActive(device);
+    std::printf("primary context active after the reset: %s\n", yesNo(primaryStarted));
+    verdict.check("the reset did not start the primary context", !primaryStarted);
+    CHECK_RUNTIME(launchScale(interop::asRuntimePointer(x), 3.0f, kCount, nullptr));  // x = 6i
     CHECK_DRIVER(cuMemcpyDtoH(back.data(), x, kBytes));
-    const int relaunchOk = interop::countMatching(back, values);
+    for (int i = 0; i < kCount; ++i) expected[i] = 6.0f * values[i];
+    const int relaunchOk = interop::countMatching(back, expected);
     std::printf("<<<>>> launch after the reset, on the same buffer: %d of %d correct\n", relaunchOk, kCount);
     verdict.check("<<<>>> launch after the reset exact", relaunchOk == kCount);
     CHECK_DRIVER(cuMemFree(x));
@@ -251,7 +271,9 @@ int main(int argc, char** argv) {
     course::printStep(3, "cudaDeviceReset with a created context current and the primary context active");
     const ResetBeside beside = resetBesideActivePrimary(device);
     verdict.check("primary context active before the reset", beside.activeBefore);
-    verdict.check("created context still current after the reset", beside.createdStillCurrent);
+    verdict.check("primary context's flags word is the one the library set",
+                  (beside.flagsBefore & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC);
+    verdict.check("created context still current and synchronising after the reset", beside.createdStillCurrent);
     const bool agree = beside.activeAfter ? beside.primaryMemoryIntact : !beside.primaryMemoryFound;
     verdict.check("primary context's active flag agrees with its memory after the reset", agree);
 

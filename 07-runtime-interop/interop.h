@@ -28,8 +28,9 @@
 
 namespace interop {
 
-// The two APIs share one virtual address space (unified addressing, every 64-bit
-// platform since CUDA 4), so a device address is the same number in both. The driver
+// The two APIs share one virtual address space: unified addressing "is automatically
+// enabled in 64-bit processes" (cuda.h; CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING says it per
+// device), so a device address is the same number in both. The driver
 // spells it as an integer (CUdeviceptr, 64 bits), the runtime as a typed pointer; the
 // cast goes through uintptr_t, the integer type made to hold a pointer. Nothing is
 // copied or translated: it is the same allocation.

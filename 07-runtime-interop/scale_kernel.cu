@@ -18,7 +18,8 @@ cudaError_t launchScale(float* data, float factor, int count, cudaStream_t strea
     constexpr int kThreads = 256;
     const int blocks = (count + kThreads - 1) / kThreads;
     scaleKernel<<<blocks, kThreads, 0, stream>>>(data, factor, count);
-    // A launch reports configuration errors here; faults inside the kernel come
-    // back from a later synchronising call.
+    // cudaGetLastError returns (and clears) the last error of any runtime call on this
+    // thread (cuda_runtime_api.h): right after the launch, a launch that could not start
+    // shows here. A fault while the kernel runs may show only in a later call.
     return cudaGetLastError();
 }

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
-// Multiplies data[0..count) by factor on the given stream. Returns the launch's
-// error (cudaGetLastError); the kernel itself runs asynchronously.
+// Multiplies data[0..count) by factor on the given stream. Returns cudaGetLastError()
+// right after the launch: the last error of any runtime call on this thread, which is the
+// launch's own if it failed to start. The kernel itself runs asynchronously.
 cudaError_t launchScale(float* data, float factor, int count, cudaStream_t stream);

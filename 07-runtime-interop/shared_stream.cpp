@@ -2,16 +2,21 @@
 //
 // CUstream is cudaStream_t and CUevent is cudaEvent_t, and a CUdeviceptr is the
 // runtime's device pointer: so driver copies, a kernel launched with <<<>>> and a
-// cuBLAS call run in order on one stream, on memory from cuMemAlloc. The events
-// around the kernel also show what the first <<<>>> launch in a context costs.
+// cuBLAS call run in order on one stream, on memory from cuMemAlloc. The stream is held
+// at a gate while the host looks, so work that escaped it to another stream shows. The
+// events around the two launches show what the first <<<>>> in a context spans.
 //
 //   shared_stream [--device N]
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -35,11 +40,25 @@
 
 namespace {
 
+// Not a multiple of the kernel's 256-thread blocks: the last block is partial, so a grid
+// that rounds down leaves values unscaled.
+constexpr int kCount = 4000;
+constexpr size_t kBytes = kCount * sizeof(float);
+// How long the watchdog lets the gate stay closed. The main thread opens it as soon as it
+// has looked; this margin only matters when a call wrongly waited for the held stream.
+constexpr auto kWatchdogTimeout = std::chrono::seconds(10);
+
 // Milliseconds between two events recorded on a stream that has since been synchronised.
 float elapsedMs(CUevent start, CUevent stop) {
     float ms = 0.0f;
     CHECK_RUNTIME(cudaEventElapsedTime(&ms, start, stop));  // CUevents, timed by the runtime
     return ms;
+}
+
+// The gate: a word of pinned host memory that the stream waits on (cuStreamWaitValue32).
+// Opening it is a CPU store; the GPU reads the word until it sees the value it waits for.
+void setGate(cuuint32_t* word, cuuint32_t value) {
+    std::atomic_ref<cuuint32_t>(*word).store(value, std::memory_order_release);
 }
 
 }  // namespace
@@ -48,7 +67,7 @@ int main(int argc, char** argv) {
     course::Arguments args;
     if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
 
-    // Step 1: a driver context, current on this thread: every runtime call below runs in it.
+    // Step 1: a driver context, current on this thread: the runtime calls below run in it.
     course::printStep(1, "initialise the driver, create a context");
     CHECK_DRIVER(cuInit(0));
     CUdevice device = 0;
@@ -59,58 +78,91 @@ int main(int argc, char** argv) {
     CUcontext context = nullptr;
     CHECK_DRIVER(course::ctxCreate(&context, 0, device));
 
-    // Step 2: on one stream: a driver copy, a <<<>>> kernel on the cuMemAlloc buffer,
-    // a driver copy back. The kernel is launched twice between driver events: the
-    // first <<<>>> in a context also makes the runtime set itself up there and load
-    // its module (lazily, at first use, by default since CUDA 12.2). That happens on
-    // the host inside the launch call, between the two cuEventRecord calls, so the
-    // first interval measures launch latency, not the kernel; the second launch
-    // finds everything loaded.
+    // Step 2: on one stream: driver copies and two <<<>>> launches on the cuMemAlloc buffer x.
+    // The first launch runs alone and is waited for: the first <<<>>> in a context may set up
+    // the runtime there and load the kernel (lazy loading, the default on Linux since CUDA 12.2:
+    // Programming Guide §4.7), and loading a kernel may need the context to synchronise, which
+    // a stream held at a gate would never allow. Then the stream waits at the gate, and behind
+    // it go the copy of x, the warm launch and the copy back. The host buffers are pinned, so
+    // no call waits for the held stream.
     course::printStep(2, "one stream and its events, driver memory in a <<<>>> kernel");
     static_assert(std::is_same_v<CUstream, cudaStream_t>, "CUstream and cudaStream_t are the same type");
     static_assert(std::is_same_v<CUevent, cudaEvent_t>, "CUevent and cudaEvent_t are the same type");
     std::printf("CUstream is cudaStream_t: yes (same type)\n");
     std::printf("CUevent is cudaEvent_t: yes (same type)\n");
     CUstream stream = nullptr;
-    CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-    constexpr int kCount = 4096;
-    constexpr size_t kBytes = kCount * sizeof(float);
+    CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));  // no implicit order with stream 0
     CUdeviceptr x = 0;
     CHECK_DRIVER(cuMemAlloc(&x, kBytes));
     float* xPointer = interop::asRuntimePointer(x);
     std::printf("CUdeviceptr as float*: 0x%llx -> %p\n", static_cast<unsigned long long>(x),
                 static_cast<void*>(xPointer));
-
-    std::vector<float> hostX(kCount);
+    void* pinned = nullptr;  // [0, kCount): what x receives; [kCount, 2 kCount): what x gives back
+    CHECK_DRIVER(cuMemAllocHost(&pinned, 2 * kBytes));
+    float* hostX = static_cast<float*>(pinned);
+    float* hostScaled = hostX + kCount;
     for (int i = 0; i < kCount; ++i) hostX[i] = static_cast<float>(i);
+    void* gateHost = nullptr;
+    CHECK_DRIVER(cuMemHostAlloc(&gateHost, sizeof(cuuint32_t), CU_MEMHOSTALLOC_DEVICEMAP));
+    auto* gate = static_cast<cuuint32_t*>(gateHost);
+    CUdeviceptr gateDevice = 0;  // the same word, as the GPU addresses it
+    CHECK_DRIVER(cuMemHostGetDevicePointer(&gateDevice, gateHost, 0));
+    setGate(gate, 0);
+
     CUevent events[4] = {};
     for (CUevent& event : events) CHECK_DRIVER(cuEventCreate(&event, CU_EVENT_DEFAULT));
-    CHECK_DRIVER(cuMemcpyHtoDAsync(x, hostX.data(), kBytes, stream));
+    CHECK_DRIVER(cuMemsetD32Async(x, 0x3f800000u, kCount, stream));  // x = 1.0f (its bit pattern)
     CHECK_DRIVER(cuEventRecord(events[0], stream));
-    CHECK_RUNTIME(launchScale(xPointer, 2.0f, kCount, stream));  // first launch: x = 2i
+    CHECK_RUNTIME(launchScale(xPointer, 2.0f, kCount, stream));  // first launch: x = 2
     CHECK_DRIVER(cuEventRecord(events[1], stream));
-    CHECK_DRIVER(cuEventRecord(events[2], stream));
-    CHECK_RUNTIME(launchScale(xPointer, 1.0f, kCount, stream));  // warm launch: x stays 2i
-    CHECK_DRIVER(cuEventRecord(events[3], stream));
-    std::vector<float> scaled(kCount);
-    CHECK_DRIVER(cuMemcpyDtoHAsync(scaled.data(), x, kBytes, stream));
     CHECK_DRIVER(cuStreamSynchronize(stream));
+    CHECK_DRIVER(cuStreamWaitValue32(stream, gateDevice, 1, CU_STREAM_WAIT_VALUE_EQ));
+    CHECK_DRIVER(cuMemcpyHtoDAsync(x, hostX, kBytes, stream));  // x = i
+    CHECK_DRIVER(cuEventRecord(events[2], stream));
+    CHECK_RUNTIME(launchScale(xPointer, 3.0f, kCount, stream));  // warm launch: x = 3i
+    CHECK_DRIVER(cuEventRecord(events[3], stream));
+    CHECK_DRIVER(cuMemcpyDtoHAsync(hostScaled, x, kBytes, stream));
+    // A watchdog opens the gate if the main thread has not within kWatchdogTimeout, so that
+    // a call that waits for the held stream cannot hang the program. It makes no CUDA call.
+    std::promise<void> openedByMain;
+    std::atomic<bool> openedByWatchdog{false};
+    std::thread watchdog([gate, &openedByWatchdog, opened = openedByMain.get_future()] {
+        if (opened.wait_for(kWatchdogTimeout) == std::future_status::ready) return;
+        openedByWatchdog = true;
+        setGate(gate, 1);
+    });
+    // While the stream is held, read x with cuMemcpyDtoH, which goes to stream 0: the stream
+    // does not wait for it nor it for the stream, but it follows anything sent to stream 0.
+    std::vector<float> whileHeld(kCount);
+    CHECK_DRIVER(cuMemcpyDtoH(whileHeld.data(), x, kBytes));
+    const int heldOk = interop::countMatching(whileHeld, std::vector<float>(kCount, 2.0f));
+    setGate(gate, 1);
+    openedByMain.set_value();
+    CHECK_DRIVER(cuStreamSynchronize(stream));
+    watchdog.join();
+    course::Verdict verdict;
+    std::printf("x read on stream 0 while the stream is held: %d of %d still the first launch's 2\n", heldOk, kCount);
+    std::printf("gate opened by: %s\n", openedByWatchdog ? "the watchdog" : "the main thread");
+    verdict.check("nothing behind the gate ran before it opened", heldOk == kCount && !openedByWatchdog);
     const float firstLaunchMs = elapsedMs(events[0], events[1]);
     const float kernelMs = elapsedMs(events[2], events[3]);
+    const float sinceFirstMs = elapsedMs(events[1], events[3]);
     for (int i = 3; i >= 0; --i) CHECK_DRIVER(cuEventDestroy(events[i]));
 
+    std::vector<float> scaled(hostScaled, hostScaled + kCount);
     std::vector<float> expectedScaled(kCount);
-    for (int i = 0; i < kCount; ++i) expectedScaled[i] = 2.0f * static_cast<float>(i);
+    for (int i = 0; i < kCount; ++i) expectedScaled[i] = 3.0f * static_cast<float>(i);
     const int scaledOk = interop::countMatching(scaled, expectedScaled);
     std::printf("<<<>>> kernel on cuMemAlloc memory: %d of %d correct\n", scaledOk, kCount);
-    course::Verdict verdict;
     verdict.check("<<<>>> kernel on driver memory exact", scaledOk == kCount);
-    std::printf("first launch in this context (includes the runtime's module load): %.3f ms\n", firstLaunchMs);
-    std::printf("kernel time (cuEventRecord, cudaEventElapsedTime): %.3f ms\n", kernelMs);
+    std::printf("first launch, events[0] to events[1]: %.3f ms\n", firstLaunchMs);
+    std::printf("warm launch, events[2] to events[3]: %.3f ms\n", kernelMs);
+    std::printf("first launch's end to warm launch's end, events[1] to events[3]: %.3f ms\n", sinceFirstMs);
+    verdict.check("warm launch timed after the first launch ended", kernelMs <= sinceFirstMs);
 
-    // Step 3: cuBLAS is a runtime library. Its handle belongs to the context current
-    // when cublasCreate runs, so create it with the driver context current and destroy
-    // it before that context.
+    // Step 3: cuBLAS is a runtime library: cublasCreate runs with the driver context current,
+    // and the handle is destroyed before that context. cuBLAS works on the stream
+    // cublasSetStream gave it, and says which one (cublasGetStream).
     course::printStep(3, "cuBLAS on driver memory");
     cublasHandle_t blas = nullptr;
     CHECK_CUBLAS(cublasCreate(&blas));
@@ -121,18 +173,22 @@ int main(int argc, char** argv) {
                 unchangedAfterCublas ? "driver context (unchanged)" : "CHANGED");
     verdict.check("cublasCreate leaves the current context unchanged", unchangedAfterCublas);
     CHECK_CUBLAS(cublasSetStream(blas, stream));
+    cudaStream_t blasStream = nullptr;
+    CHECK_CUBLAS(cublasGetStream(blas, &blasStream));
+    std::printf("cublasGetStream: %s\n", blasStream == stream ? "the CUstream" : "ANOTHER stream");
+    verdict.check("cuBLAS works on the CUstream", blasStream == stream);
     CUdeviceptr y = 0;
     CHECK_DRIVER(cuMemAlloc(&y, kBytes));
     std::vector<float> hostY(kCount, 1.0f);
     CHECK_DRIVER(cuMemcpyHtoDAsync(y, hostY.data(), kBytes, stream));
-    const float alpha = 0.5f;
-    // y = alpha * x + y, where x holds 2i from step 2: y[i] = i + 1.
+    const float alpha = 2.0f;
+    // y = alpha * x + y, where x holds 3i from step 2: y[i] = 6i + 1.
     CHECK_CUBLAS(cublasSaxpy(blas, kCount, &alpha, xPointer, 1, interop::asRuntimePointer(y), 1));
     std::vector<float> saxpy(kCount);
     CHECK_DRIVER(cuMemcpyDtoHAsync(saxpy.data(), y, kBytes, stream));
     CHECK_DRIVER(cuStreamSynchronize(stream));
     std::vector<float> expectedSaxpy(kCount);
-    for (int i = 0; i < kCount; ++i) expectedSaxpy[i] = static_cast<float>(i) + 1.0f;
+    for (int i = 0; i < kCount; ++i) expectedSaxpy[i] = 6.0f * static_cast<float>(i) + 1.0f;
     const int saxpyOk = interop::countMatching(saxpy, expectedSaxpy);
     std::printf("cublasSaxpy on cuMemAlloc memory: %d of %d correct\n", saxpyOk, kCount);
     verdict.check("cublasSaxpy on driver memory exact", saxpyOk == kCount);
@@ -141,6 +197,8 @@ int main(int argc, char** argv) {
     course::printStep(4, "release");
     CHECK_DRIVER(cuMemFree(y));
     CHECK_CUBLAS(cublasDestroy(blas));
+    CHECK_DRIVER(cuMemFreeHost(gateHost));
+    CHECK_DRIVER(cuMemFreeHost(pinned));
     CHECK_DRIVER(cuMemFree(x));
     CHECK_DRIVER(cuStreamDestroy(stream));
     CHECK_DRIVER(cuCtxDestroy(context));  // also pops it from this thread

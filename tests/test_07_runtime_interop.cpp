@@ -2,6 +2,7 @@
 
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/harness.h"
 
@@ -24,10 +25,12 @@ TEST_CASE("Lesson 07's runtime calls run in the context the driver made current"
     CHECK(valueOf(r.out, "cudaGetDevice") == "0");
     CHECK(valueOf(r.out, "cudaMalloc memory belongs to") == "driver context");
     CHECK(valueOf(r.out, "current context after runtime calls") == "driver context (unchanged)");
+    CHECK(valueOf(r.out, "primary context active after runtime calls") == "no");
     const RunResult s = defaultRun(kLesson, kStream);
     REQUIRE(s.exitCode == 0);
     REQUIRE(contains(s.out, "Result = PASS"));
     CHECK(valueOf(s.out, "current context after cublasCreate") == "driver context (unchanged)");
+    CHECK(valueOf(s.out, "cublasGetStream") == "the CUstream");
 }
 
 TEST_CASE("Lesson 07's runtime uses the primary context on a thread with no current context", "[gpu][lesson07]") {
@@ -35,10 +38,12 @@ TEST_CASE("Lesson 07's runtime uses the primary context on a thread with no curr
     const RunResult r = defaultRun(kLesson, kContext);
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "worker thread, current context at start") == "none");
-    CHECK(valueOf(r.out, "worker thread, current context after cudaSetDevice + cudaFree(0)") ==
+    CHECK(valueOf(r.out, "worker thread, current context after cudaMalloc") ==
           "primary context (same handle as cuDevicePrimaryCtxRetain)");
     CHECK(valueOf(r.out, "worker thread, same as the main thread's driver context") == "no");
-    CHECK(valueOf(r.out, "primary context active") == "yes");
+    // Read on the worker before it retains anything: only its cudaMalloc can have started it.
+    CHECK(valueOf(r.out, "primary context active after the worker's cudaMalloc, before any retain") == "yes");
+    CHECK(checkOk(r.out, "the worker's runtime call initialised the primary context"));
     CHECK(valueOf(r.out, "main thread, current context") == "driver context (unchanged)");
     // The worker reports its calls to main instead of exiting; main turns that into a check.
     CHECK(contains(r.out, "check worker thread's calls succeed: ok"));
@@ -51,13 +56,22 @@ TEST_CASE("Lesson 07 moves memory both ways and shares one stream and its events
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "CUstream is cudaStream_t") == "yes (same type)");
     CHECK(valueOf(r.out, "CUevent is cudaEvent_t") == "yes (same type)");
-    // The kernel was launched by the runtime on the driver's stream, between driver copies;
-    // the events around it were recorded by the driver and timed by the runtime. The first
-    // launch (with the runtime's module load) and a warm launch are timed apart.
-    CHECK(valueOf(r.out, "<<<>>> kernel on cuMemAlloc memory") == "4096 of 4096 correct");
-    CHECK(valueOf(r.out, "first launch in this context (includes the runtime's module load)"));
-    CHECK(valueOf(r.out, "kernel time (cuEventRecord, cudaEventElapsedTime)"));
-    CHECK(valueOf(r.out, "cublasSaxpy on cuMemAlloc memory") == "4096 of 4096 correct");
+    // The kernels were launched by the runtime on the driver's stream, between driver copies;
+    // behind the gate nothing ran before the host opened it. The events around each launch were
+    // recorded by the driver and timed by the runtime: the warm launch's interval lies inside
+    // the span from the first launch's end, whatever the times are.
+    CHECK(valueOf(r.out, "x read on stream 0 while the stream is held") == "4000 of 4000 still the first launch's 2");
+    CHECK(valueOf(r.out, "gate opened by") == "the main thread");
+    CHECK(checkOk(r.out, "nothing behind the gate ran before it opened"));
+    CHECK(valueOf(r.out, "<<<>>> kernel on cuMemAlloc memory") == "4000 of 4000 correct");
+    const auto first = valueOf(r.out, "first launch, events[0] to events[1]");
+    const auto warm = valueOf(r.out, "warm launch, events[2] to events[3]");
+    const auto since = valueOf(r.out, "first launch's end to warm launch's end, events[1] to events[3]");
+    REQUIRE((first && warm && since));
+    CHECK(std::stod(*first) > 0.0);
+    CHECK(std::stod(*warm) <= std::stod(*since));
+    CHECK(checkOk(r.out, "warm launch timed after the first launch ended"));
+    CHECK(valueOf(r.out, "cublasSaxpy on cuMemAlloc memory") == "4000 of 4000 correct");
     CHECK(valueOf(r.out, "current context after cuCtxDestroy") == "none");
     const RunResult c = defaultRun(kLesson, kContext);
     REQUIRE(c.exitCode == 0);
@@ -76,7 +90,9 @@ TEST_CASE("Lesson 07 shows cudaDeviceReset leaving a cuCtxCreate context, its me
     const auto fifo = valueOf(r.out, "printf FIFO after the reset");
     REQUIRE(fifo);
     CHECK(contains(*fifo, "(still the configured value)"));
-    CHECK(valueOf(r.out, "<<<>>> launch after the reset, on the same buffer") == "4096 of 4096 correct");
+    CHECK(valueOf(r.out, "<<<>>> launch before the reset") == "4000 of 4000 correct");
+    CHECK(valueOf(r.out, "primary context active after the reset") == "no");
+    CHECK(valueOf(r.out, "<<<>>> launch after the reset, on the same buffer") == "4000 of 4000 correct");
     CHECK(valueOf(r.out, "cuCtxCreate context untouched by cudaDeviceReset") == "yes");
 }
 
@@ -87,17 +103,20 @@ TEST_CASE("Lesson 07 shows cudaDeviceReset wiping state of a primary context the
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "current context after cuDevicePrimaryCtxRetain") ==
           "none (retaining does not make it current)");
-    CHECK(valueOf(r.out, "cudaDeviceReset") == "done");
-    const auto afterRetain = valueOf(r.out, "driver code, after release + retain");
-    REQUIRE(afterRetain);
-    CHECK(contains(*afterRetain, "back to the default: the setting was lost"));
-    // What the driver returned in between is measured and printed, not assumed.
-    CHECK(valueOf(r.out, "driver code, cuCtxGetLimit after the reset"));
-    CHECK(valueOf(r.out, "primary context active at the end"));
+    CHECK(valueOf(r.out, "cudaSetDevice + cudaDeviceReset") == "done");
+    // Read while the old reference is still held, so no last release can have reset it.
+    const auto lost = valuesOf(r.out, "driver code, retained again while holding the old reference");
+    REQUIRE(lost.size() == 2);
+    CHECK(contains(lost[0], "back to the default: the setting was lost"));
+    // What the driver returned in between is measured and printed, not assumed; both resets
+    // give the same answers, and every reference is released at the end.
+    const auto limitAfter = valuesOf(r.out, "driver code, cuCtxGetLimit after the reset");
+    REQUIRE(limitAfter.size() == 2);
+    CHECK(limitAfter[0] == limitAfter[1]);
+    CHECK(limitAfter[0] != "CUDA_SUCCESS");
+    CHECK(valuesOf(r.out, "primary context active at the end") == std::vector<std::string>{"no", "no"});
     // The driver's own reset of the primary context, run the same way, is seen the same way.
     CHECK(valueOf(r.out, "cuDevicePrimaryCtxReset") == "done");
-    const auto lost = valuesOf(r.out, "driver code, after release + retain");
-    REQUIRE(lost.size() == 2);
     CHECK(contains(lost[1], "back to the default: the setting was lost"));
     CHECK(valueOf(r.out, "cudaDeviceReset and cuDevicePrimaryCtxReset, same observations") == "yes");
 }
@@ -113,6 +132,7 @@ TEST_CASE("Lesson 07 runs cudaDeviceReset with a created context current and the
     const auto before = valueOf(r.out, "primary context before the reset");
     REQUIRE(before);
     CHECK(contains(*before, "active yes"));
+    CHECK(contains(*before, "CU_CTX_SCHED_BLOCKING_SYNC"));
     // Either outcome is a result; the program must print one, and its state must agree with it.
     const auto survives =
         valueOf(r.out, "primary context memory survives cudaDeviceReset with a created context current");
@@ -122,7 +142,8 @@ TEST_CASE("Lesson 07 runs cudaDeviceReset with a created context current and the
     REQUIRE(after);
     CHECK(contains(*after, *survives == "yes" ? "active yes" : "active no"));
     for (const char* check :
-         {"primary context active before the reset", "created context still current after the reset",
+         {"primary context active before the reset", "primary context's flags word is the one the library set",
+          "created context still current and synchronising after the reset",
           "primary context's active flag agrees with its memory after the reset"}) {
         INFO(check);
         CHECK(valueOf(r.out, std::string("check ") + check) == "ok");
@@ -220,6 +241,9 @@ TEST_CASE("Resetting the primary context wipes its settings although it is still
     size_t defaultFifo = 0;
     CHECK(getLimit(&defaultFifo, CU_LIMIT_PRINTF_FIFO_SIZE) == CUDA_SUCCESS);
     CHECK(setLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 2 * defaultFifo) == CUDA_SUCCESS);
+    size_t configuredFifo = 0;  // the driver may adjust the requested value: read it back
+    CHECK(getLimit(&configuredFifo, CU_LIMIT_PRINTF_FIFO_SIZE) == CUDA_SUCCESS);
+    CHECK(configuredFifo != defaultFifo);
     CUcontext popped = nullptr;
     CHECK(pop(&popped) == CUDA_SUCCESS);
 
@@ -229,14 +253,15 @@ TEST_CASE("Resetting the primary context wipes its settings although it is still
     CHECK(getState(device, &flags, &active) == CUDA_SUCCESS);
     CHECK(active == 0);
 
-    // The old reference is still counted: release it, retain again, read the setting.
-    CHECK(release(device) == CUDA_SUCCESS);
+    // The old reference is still held: retain again before releasing it, so that no last
+    // release can have reset the context, and read the setting; then release both.
     CUcontext again = nullptr;
     REQUIRE(retain(&again, device) == CUDA_SUCCESS);
     REQUIRE(push(again) == CUDA_SUCCESS);
     size_t fifoAfterReset = 0;
     CHECK(getLimit(&fifoAfterReset, CU_LIMIT_PRINTF_FIFO_SIZE) == CUDA_SUCCESS);
     CHECK(pop(&popped) == CUDA_SUCCESS);
+    CHECK(release(device) == CUDA_SUCCESS);
     CHECK(release(device) == CUDA_SUCCESS);
     CHECK(fifoAfterReset == defaultFifo);
 }
