@@ -195,14 +195,17 @@ TEST_CASE("Lesson 03's new thread starts with no current context while main has 
     CHECK_FALSE(contains(r.err, "CUDA driver call failed"));
 }
 
-TEST_CASE("Lesson 03 shows cuCtxSynchronize waiting for the current context's work only", "[gpu][lesson03]") {
+TEST_CASE("Lesson 03 shows cuCtxSynchronize returning in ctxB while ctxA's work is held, and waiting in ctxA",
+          "[gpu][lesson03]") {
     requireGpu();
     const RunResult r = defaultRun(kLesson, "synchronize_scope");
     CHECK(r.exitCode == 0);
     CHECK(valueOf(r.out, "ctxA's stream after cuCtxSynchronize in ctxB") == "CUDA_ERROR_NOT_READY");
     CHECK(valueOf(r.out, "ctxA's stream after cuCtxSynchronize in ctxA") == "CUDA_SUCCESS");
+    CHECK(valueOf(r.out, "ctxB scheduling (cuCtxGetFlags)") == "CU_CTX_SCHED_BLOCKING_SYNC");
     for (const char* check :
-         {"ctxA's stream still held after cuCtxSynchronize in ctxB",
+         {"ctxB reports the scheduling policy it was created with", "ctxA's buffer holds the clear's zeros before the gate",
+          "ctxA's stream still held after cuCtxSynchronize in ctxB",
           "ctxA's stream done after cuCtxSynchronize in ctxA", "main thread opened the gate, not the watchdog",
           "ctxA's buffer holds the memset's pattern"}) {
         INFO(check);
