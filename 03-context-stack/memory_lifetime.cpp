@@ -64,14 +64,18 @@ int main(int argc, char** argv) {
     printFree("before cuMemAlloc", freeBeforeAllocation);
     CUdeviceptr big = 0;
     CHECK_DRIVER(cuMemAlloc(&big, kBigAllocation));
-    std::printf("cuMemAlloc in ctxB: 256 MiB at 0x%llx\n", static_cast<unsigned long long>(big));
+    std::printf("cuMemAlloc in ctxB: %.1f MiB at 0x%llx\n",
+                lesson03::mebibytes(static_cast<long long>(kBigAllocation)), static_cast<unsigned long long>(big));
     // The figure after cuMemFree is compared with this one, the allocation's size apart: a tool
     // such as compute-sanitizer may take memory of its own beside each allocation.
     const size_t freeAfterAllocation = lesson03::freeDeviceMemory();
     printFree("after cuMemAlloc", freeAfterAllocation);
-    // Free memory is device-wide, so another process can move it: the slack absorbs small changes.
+    // Free memory is device-wide, so another process can move it: the slack absorbs small
+    // changes. The allocation must stand out of it, or none of the comparisons below can fail.
     const long long allocationLessSlack = static_cast<long long>(kBigAllocation) - lesson03::kTolerance;
     auto difference = [](size_t a, size_t b) { return static_cast<long long>(a) - static_cast<long long>(b); };
+    verdict.checkFreeMemory("cuMemAlloc took more device memory than the slack",
+                            difference(freeBeforeAllocation, freeAfterAllocation) > lesson03::kTolerance);
     CUcontext popped = nullptr;
     CHECK_DRIVER(cuCtxPopCurrent(&popped));
     view.popped(popped);
@@ -88,7 +92,7 @@ int main(int argc, char** argv) {
     if (freeByDestroy) {
         // Left to cuCtxDestroy on purpose: compute-sanitizer's leak check reports this
         // allocation, because relying on destroy to free memory is how leaks hide.
-        std::printf("cuMemFree skipped (--free-by-destroy): the 256 MiB are left to cuCtxDestroy\n");
+        std::printf("cuMemFree skipped (--free-by-destroy): the allocation is left to cuCtxDestroy\n");
     } else {
         CHECK_DRIVER(cuMemFree(big));
         const size_t freeAfterFree = lesson03::freeDeviceMemory();
@@ -98,15 +102,14 @@ int main(int argc, char** argv) {
     }
     CHECK_DRIVER(cuCtxDestroy(ctxB));
     view.destroyedTop("cuCtxDestroy(ctxB)");
-    if (freeByDestroy) {
-        // Destroying ctxB also gives back the memory its creation took (about 524 MiB on an
-        // H100), so "free rose by 256 MiB" would hold even if the allocation leaked. Compared
-        // instead with the figure from before ctxB existed.
-        const size_t freeAfterDestroy = lesson03::freeDeviceMemory();  // asked through ctxA
-        printFree("after cuCtxDestroy", freeAfterDestroy);
-        verdict.checkFreeMemory("free memory back to its level before ctxB after cuCtxDestroy",
-                      difference(freeBeforeB, freeAfterDestroy) <= lesson03::kTolerance);
-    }
+    // Destroying ctxB also gives back the memory its creation took (push_pop step 2 prints
+    // how much), so "free rose by 256 MiB" would hold even if the allocation leaked. Compared
+    // instead with the figure from before ctxB existed; on either path this also shows that
+    // ctxB itself is gone.
+    const size_t freeAfterDestroy = lesson03::freeDeviceMemory();  // asked through ctxA
+    printFree("after cuCtxDestroy", freeAfterDestroy);
+    verdict.checkFreeMemory("free memory back to its level before ctxB after cuCtxDestroy",
+                            difference(freeBeforeB, freeAfterDestroy) <= lesson03::kTolerance);
     // `big` now dangles: its memory went with ctxB. It must never be passed to cuMemFree.
 
     course::printStep(4, "clean up and check");

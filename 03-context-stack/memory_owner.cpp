@@ -1,8 +1,8 @@
 // Lesson 03, program 4 — which context memory belongs to: an address names the context
 // that made it, and memory from cuMemCreate belongs to no context at all.
 //
-// With unified addressing (cuda.h: "automatically enabled in 64-bit processes") the
-// driver gives every allocation an address of its own, whichever context made it, and
+// With unified addressing (cuda.h: "automatically enabled in 64-bit processes") a pointer
+// value alone is enough for the driver to look up the memory behind it:
 // CU_POINTER_ATTRIBUTE_CONTEXT answers "the CUcontext on which a pointer was allocated".
 // cuCtxDestroy destroys what cuMemAlloc made in the context, but cuda.h: it "will not
 // destroy memory allocations by cuMemCreate(), cuMemAllocAsync() and
@@ -88,7 +88,6 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuPointerGetAttribute(&ownerOfB, CU_POINTER_ATTRIBUTE_CONTEXT, inB));
     std::printf("CU_POINTER_ATTRIBUTE_CONTEXT of ctxA's allocation: %s\n", view.nameOf(ownerOfA).c_str());
     std::printf("CU_POINTER_ATTRIBUTE_CONTEXT of ctxB's allocation: %s\n", view.nameOf(ownerOfB).c_str());
-    verdict.check("allocations in ctxA and ctxB have different addresses", inA != inB);
     verdict.check("each allocation's CU_POINTER_ATTRIBUTE_CONTEXT names the context that made it",
                   ownerOfA == ctxA && ownerOfB == ctxB);
     // Each is freed with its own context current.
@@ -104,7 +103,7 @@ int main(int argc, char** argv) {
     CUmemAllocationProp properties{};                 // zero: no shareable handle, no flags
     properties.type = CU_MEM_ALLOCATION_TYPE_PINNED;  // resident on the device
     properties.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    properties.location.id = device;
+    properties.location.id = ordinal;  // cuda.h: for a device location, "id is a device ordinal"
     size_t granularity = 0;
     CHECK_DRIVER(cuMemGetAllocationGranularity(&granularity, &properties, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     const size_t bytes = (kBigAllocation + granularity - 1) / granularity * granularity;  // a multiple of it
@@ -115,10 +114,11 @@ int main(int argc, char** argv) {
     view.destroyedTop("cuCtxDestroy(ctxB)");
     const size_t freeAfterDestroy = lesson03::freeDeviceMemory();  // asked through ctxA
     printFree("after cuCtxDestroy(ctxB)", freeAfterDestroy);
-    // Free memory is device-wide, so another process can move it: the slack absorbs small changes.
+    // Free memory is device-wide, so another process can move it: the slack absorbs small
+    // changes, on either side, so that the figure missing is the cuMemCreate memory's.
     verdict.checkFreeMemory("cuMemCreate memory still taken after destroying ctxB",
-                            difference(freeBeforeB, freeAfterDestroy) >=
-                                static_cast<long long>(bytes) - lesson03::kTolerance);
+                            std::llabs(difference(freeBeforeB, freeAfterDestroy) - static_cast<long long>(bytes)) <=
+                                lesson03::kTolerance);
     // Only cuMemRelease gives it back ("need to be destroyed explicitly"), with any context current.
     CHECK_DRIVER(cuMemRelease(physical));
     const size_t freeAfterRelease = lesson03::freeDeviceMemory();

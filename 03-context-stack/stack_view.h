@@ -20,8 +20,8 @@
 namespace lesson03 {
 
 constexpr size_t kMiB = 1024 * 1024;
-// Slack for comparisons of free memory: the driver rounds allocations up to its page
-// size and keeps some memory for itself.
+// Slack for comparisons of free memory. That figure is device-wide (below), so what other
+// contexts and processes do moves it too.
 constexpr long long kTolerance = 32 * kMiB;
 
 inline double mebibytes(long long bytes) {
@@ -30,9 +30,8 @@ inline double mebibytes(long long bytes) {
 
 // cuMemGetInfo's `free`: "the amount of memory on the device that is free according to
 // the OS" (cuda.h), so every context and every process counts, and it can change at any
-// moment. (Its `total` is "the total amount of memory available to the current context",
-// which MIG or an MPS limit can make smaller than the device.) It is asked through the
-// current context: cuMemGetInfo needs one.
+// moment. (Its `total` is "the total amount of memory available to the current context".)
+// It is asked through the current context: cuMemGetInfo needs one.
 inline size_t freeDeviceMemory() {
     size_t freeBytes = 0;
     size_t totalBytes = 0;

@@ -1,10 +1,12 @@
-// Lesson 03, program 2 — cuCtxSynchronize waits for the current context's work only.
+// Lesson 03, program 2 — what cuCtxSynchronize waits for.
 //
+// cuda.h: it "Blocks until the current context has completed all preceding requested
+// tasks" (and, when the current context is the primary context, green contexts too).
 // ctxA's stream is held at a gate: cuStreamWaitValue32 makes the stream wait until a word
 // in pinned host memory reaches 1, and a memset is queued behind the wait. Only the CPU
 // opens the gate, with a plain store: no host function blocks, and nothing in CUDA waits
-// on another CUDA call. With ctxB current, cuCtxSynchronize must return while ctxA's
-// work is still pending; with ctxA current it must wait for it.
+// on another CUDA call. With ctxB current, cuCtxSynchronize returned while ctxA's work
+// was still pending (checked); with ctxA current it waits for it.
 //
 //   synchronize_scope [--device N]
 #include <cuda.h>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "../common/check_driver.h"
+#include "../common/context_flags.h"
 #include "../common/course_util.h"
 #include "../common/cuda_compat.h"
 #include "stack_view.h"
@@ -27,14 +30,43 @@ namespace {
 
 // What the memset writes, so that a read-back can tell written memory from anything else.
 constexpr unsigned int kPattern = 0x600DF00Du;
-// How long the watchdog lets the gate stay closed. The main thread opens it as soon as
-// step 3 is done; this margin only matters when something is wrong.
+// How long the watchdog lets the gate stay closed. The main thread opens it in step 4;
+// this margin only matters when something is wrong.
 constexpr auto kWatchdogTimeout = std::chrono::seconds(10);
 
 // The gate: a word of pinned host memory that ctxA's stream waits on. Opening it is a CPU
 // store; the GPU reads the word over the bus until it sees the value it waits for.
 void setGate(cuuint32_t* word, cuuint32_t value) {
     std::atomic_ref<cuuint32_t>(*word).store(value, std::memory_order_release);
+}
+
+// Runs `call`, which may wait for the gate, while a watchdog thread stands by to open the
+// gate if `call` has not returned within kWatchdogTimeout, so that a wrong guess about
+// what cuCtxSynchronize waits for cannot hang the program. The watchdog makes no CUDA
+// call, and it is joined before this returns: no CHECK_DRIVER (std::exit, which runs
+// static destructors) can run while it is alive. Sets `openedByWatchdog` if it had to open.
+template <typename Call>
+CUresult callWithWatchdog(cuuint32_t* gate, bool& openedByWatchdog, Call call) {
+    std::promise<void> returned;
+    std::atomic<bool> opened{false};
+    std::thread watchdog([gate, &opened, done = returned.get_future()] {
+        if (done.wait_for(kWatchdogTimeout) == std::future_status::ready) return;
+        opened = true;
+        setGate(gate, 1);
+    });
+    const CUresult result = call();
+    returned.set_value();
+    watchdog.join();
+    openedByWatchdog = openedByWatchdog || opened;
+    return result;
+}
+
+// Copies ctxA's buffer back and says whether every word is `value`. cuMemcpyDtoH goes
+// through the NULL stream, with which a CU_STREAM_NON_BLOCKING stream performs "no implicit
+// synchronization": the caller first waits for the stream's work on the buffer.
+bool bufferHolds(CUdeviceptr buffer, std::vector<unsigned int>& words, unsigned int value) {
+    CHECK_DRIVER(cuMemcpyDtoH(words.data(), buffer, words.size() * sizeof(unsigned int)));
+    return std::all_of(words.begin(), words.end(), [value](unsigned int w) { return w == value; });
 }
 
 }  // namespace
@@ -55,14 +87,21 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(course::ctxCreate(&ctxA, CU_CTX_SCHED_AUTO, device));
     view.name(ctxA, "ctxA");
     view.pushed(ctxA, "created ctxA (CU_CTX_SCHED_AUTO)");
+    // ctxB blocks while it synchronises (cuda.h: with CU_CTX_SCHED_BLOCKING_SYNC "the CPU
+    // thread will block until the GPU context has finished its work"); its flags say so.
     CUcontext ctxB = nullptr;
     CHECK_DRIVER(course::ctxCreate(&ctxB, CU_CTX_SCHED_BLOCKING_SYNC, device));
     view.name(ctxB, "ctxB");
-    view.pushed(ctxB, "created ctxB (CU_CTX_SCHED_BLOCKING_SYNC)");
+    view.pushed(ctxB, "created ctxB");
+    unsigned int flagsB = 0;
+    CHECK_DRIVER(cuCtxGetFlags(&flagsB));  // ctxB is current
+    std::printf("ctxB scheduling (cuCtxGetFlags): %s\n", course::schedulingPolicyName(flagsB));
+    verdict.check("ctxB reports the scheduling policy it was created with",
+                  (flagsB & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC);
 
     // Step 2: the stream, the buffer and the gate word belong to ctxA, so ctxA must be
-    // current while they are made and the work is queued. The buffer is cleared in the
-    // same stream first, so that only the memset behind the gate can put the pattern there.
+    // current while they are made and the work is queued. The buffer is cleared first and
+    // read back, so that only the memset behind the gate can put the pattern there.
     course::printStep(2, "queue work in ctxA behind a gate");
     CHECK_DRIVER(cuCtxPushCurrent(ctxA));
     view.pushed(ctxA, "cuCtxPushCurrent(ctxA)");
@@ -78,27 +117,24 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuMemHostGetDevicePointer(&gateDevice, gateHost, 0));
     setGate(gate, 0);
     CHECK_DRIVER(cuMemsetD32Async(wordsA, 0, kWords, streamA));
+    CHECK_DRIVER(cuCtxSynchronize());  // ctxA is current: the clear is done before it is read back
+    std::vector<unsigned int> words(kWords);
+    verdict.check("ctxA's buffer holds the clear's zeros before the gate", bufferHolds(wordsA, words, 0));
     CHECK_DRIVER(cuStreamWaitValue32(streamA, gateDevice, 1, CU_STREAM_WAIT_VALUE_GEQ));
     CHECK_DRIVER(cuMemsetD32Async(wordsA, kPattern, kWords, streamA));
-    std::printf("ctxA's stream: clear 64 MiB, wait until the gate word is 1, then cuMemsetD32Async\n");
-    // A watchdog thread opens the gate if the main thread has not within kWatchdogTimeout,
-    // so that a wrong guess about cuCtxSynchronize cannot hang the program. It makes no CUDA call.
-    std::promise<void> openedByMain;
-    std::atomic<bool> openedByWatchdog{false};
-    std::thread watchdog([gate, &openedByWatchdog, opened = openedByMain.get_future()] {
-        if (opened.wait_for(kWatchdogTimeout) == std::future_status::ready) return;
-        openedByWatchdog = true;
-        setGate(gate, 1);
-    });
+    std::printf("ctxA's stream: wait until the gate word is 1, then cuMemsetD32Async of a pattern\n");
     CUcontext popped = nullptr;
     CHECK_DRIVER(cuCtxPopCurrent(&popped));
     view.popped(popped);
 
-    // Step 3: ctxB is current and has no work of its own, so its synchronise returns at
-    // once. Back in ctxA, CUDA_ERROR_NOT_READY is cuStreamQuery's answer for "work still
-    // pending", not a failure.
+    // Step 3: ctxB is current and has no work of its own. Back in ctxA, CUDA_ERROR_NOT_READY
+    // is cuStreamQuery's answer for "work still pending", not a failure. (Leaving this
+    // cuCtxSynchronize out would change nothing the program can see: there is nothing of
+    // ctxB's for it to wait for.)
     course::printStep(3, "cuCtxSynchronize in ctxB does not wait for ctxA");
-    CHECK_DRIVER(cuCtxSynchronize());
+    bool openedByWatchdog = false;
+    const CUresult syncInB = callWithWatchdog(gate, openedByWatchdog, [] { return cuCtxSynchronize(); });
+    CHECK_DRIVER(syncInB);
     std::printf("cuCtxSynchronize in ctxB: returned\n");
     CHECK_DRIVER(cuCtxPushCurrent(ctxA));
     view.pushed(ctxA, "cuCtxPushCurrent(ctxA)");
@@ -108,22 +144,22 @@ int main(int argc, char** argv) {
     verdict.check("ctxA's stream still held after cuCtxSynchronize in ctxB", whileHeld == CUDA_ERROR_NOT_READY);
 
     // Step 4: open the gate; with ctxA current, cuCtxSynchronize waits for the wait and
-    // the memset behind it.
+    // the memset behind it. (ctxA's only work is in streamA, so cuStreamSynchronize(streamA)
+    // would look the same here.)
     course::printStep(4, "cuCtxSynchronize in ctxA waits for ctxA's work");
-    setGate(gate, 1);
-    openedByMain.set_value();
-    CHECK_DRIVER(cuCtxSynchronize());
+    const CUresult syncInA = callWithWatchdog(gate, openedByWatchdog, [gate] {
+        setGate(gate, 1);
+        return cuCtxSynchronize();
+    });
+    CHECK_DRIVER(syncInA);
     const CUresult afterSync = cuStreamQuery(streamA);
     if (afterSync != CUDA_ERROR_NOT_READY) CHECK_DRIVER(afterSync);
     std::printf("ctxA's stream after cuCtxSynchronize in ctxA: %s\n", course::driverErrorName(afterSync));
     verdict.check("ctxA's stream done after cuCtxSynchronize in ctxA", afterSync == CUDA_SUCCESS);
-    watchdog.join();
     std::printf("gate opened by: %s\n", openedByWatchdog ? "the watchdog" : "the main thread");
     verdict.check("main thread opened the gate, not the watchdog", !openedByWatchdog);
-    std::vector<unsigned int> words(kWords);
-    CHECK_DRIVER(cuMemcpyDtoH(words.data(), wordsA, kWords * sizeof(unsigned int)));
-    const bool filled = std::all_of(words.begin(), words.end(), [](unsigned int w) { return w == kPattern; });
-    verdict.check("ctxA's buffer holds the memset's pattern", filled);
+    // The copy is ordered after the memset only by the cuCtxSynchronize above.
+    verdict.check("ctxA's buffer holds the memset's pattern", bufferHolds(wordsA, words, kPattern));
 
     // Step 5: ctxA's objects are released while ctxA is current, then both contexts go.
     course::printStep(5, "clean up and check");

@@ -1,9 +1,9 @@
 // Lesson 03, program 5 — stacks are per thread.
 //
-// The main thread keeps ctxA current the whole time. A new thread still starts with an
-// empty stack: what other threads pushed is not current there. A context that is alive
-// but current on no thread ("floating", ctxB here) can be pushed there, used, and popped
-// again; the main thread's current context does not change meanwhile.
+// The main thread keeps ctxA current the whole time. The new thread is checked to start
+// with an empty stack: what the main thread pushed is not current there. A context that
+// is alive but current on no thread ("floating", ctxB here) can be pushed there, used, and
+// popped again; the main thread's current context does not change meanwhile.
 //
 // A worker thread must not end the process: CHECK_DRIVER calls std::exit, which runs
 // static destructors while other threads may still be using them. The worker records the
@@ -126,12 +126,18 @@ int main(int argc, char** argv) {
     view.show();
     verdict.check("main thread's current context is still ctxA", mainCurrent == ctxA);
 
-    // Step 4: ctxB is floating, so destroying it changes no stack; ctxA is current here,
-    // so destroying it pops it.
+    // Step 4: ctxB is floating, so destroying it changes no stack; what it gives back is
+    // measured through ctxA. ctxA is current here, so destroying it pops it.
     course::printStep(4, "clean up and check");
+    const size_t freeBeforeDestroyB = lesson03::freeDeviceMemory();  // asked through ctxA
     CHECK_DRIVER(cuCtxDestroy(ctxB));
     std::printf("cuCtxDestroy(ctxB): it was current on no thread\n");
     view.show();
+    const long long returnedByB =
+        static_cast<long long>(lesson03::freeDeviceMemory()) - static_cast<long long>(freeBeforeDestroyB);
+    std::printf("device memory returned by destroying ctxB: %.1f MiB\n", lesson03::mebibytes(returnedByB));
+    // Free memory is device-wide, so another process can move it: the slack absorbs small changes.
+    verdict.checkFreeMemory("destroying the floating ctxB gave device memory back", returnedByB > lesson03::kTolerance);
     CHECK_DRIVER(cuCtxDestroy(ctxA));
     view.destroyedTop("cuCtxDestroy(ctxA)");
     return verdict.finish();
