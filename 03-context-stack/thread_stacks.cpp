@@ -125,6 +125,11 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuCtxGetCurrent(&mainCurrent));
     view.show();
     verdict.check("main thread's current context is still ctxA", mainCurrent == ctxA);
+    if (mainCurrent != ctxA) {  // step 4 measures through ctxA: release and report the failure
+        CHECK_DRIVER(cuCtxDestroy(ctxB));
+        CHECK_DRIVER(cuCtxDestroy(ctxA));
+        return verdict.finish();
+    }
 
     // Step 4: ctxB is floating, so destroying it changes no stack; what it gives back is
     // measured through ctxA. ctxA is current here, so destroying it pops it.

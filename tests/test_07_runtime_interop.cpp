@@ -56,13 +56,10 @@ TEST_CASE("Lesson 07 moves memory both ways and shares one stream and its events
     REQUIRE(r.exitCode == 0);
     CHECK(valueOf(r.out, "CUstream is cudaStream_t") == "yes (same type)");
     CHECK(valueOf(r.out, "CUevent is cudaEvent_t") == "yes (same type)");
-    // The kernels were launched by the runtime on the driver's stream, between driver copies;
-    // behind the gate nothing ran before the host opened it. The events around each launch were
+    // The kernels were launched by the runtime on the driver's stream, between driver copies.
+    // The events around each launch were
     // recorded by the driver and timed by the runtime: the warm launch's interval lies inside
     // the span from the first launch's end, whatever the times are.
-    CHECK(valueOf(r.out, "x read on stream 0 while the stream is held") == "4000 of 4000 still the first launch's 2");
-    CHECK(valueOf(r.out, "gate opened by") == "the main thread");
-    CHECK(checkOk(r.out, "nothing behind the gate ran before it opened"));
     CHECK(valueOf(r.out, "<<<>>> kernel on cuMemAlloc memory") == "4000 of 4000 correct");
     const auto first = valueOf(r.out, "first launch, events[0] to events[1]");
     const auto warm = valueOf(r.out, "warm launch, events[2] to events[3]");
