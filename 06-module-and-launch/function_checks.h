@@ -1,14 +1,18 @@
 // function_checks.h — what load_and_launch checks about a function taken from a loaded module:
-// which code the driver took for it, and whether vectorAdd through it gives the host's sums.
+// which code the driver took for it, which module it is located in, whether vectorAdd through it
+// gives the host's sums, and saxpy launched with kernelParams.
 // Every module it loads (fatbin, cubin, PTX, library) holds the same kernels: each must pass.
 #pragma once
 
 #include <cuda.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
 #include "../common/check_driver.h"
+#include "../common/course_util.h"
 
 namespace lesson06 {
 
@@ -20,6 +24,16 @@ inline void printCodeTaken(const char* label, CUfunction function) {
     CHECK_DRIVER(cuFuncGetAttribute(&binary, CU_FUNC_ATTRIBUTE_BINARY_VERSION, function));
     CHECK_DRIVER(cuFuncGetAttribute(&ptx, CU_FUNC_ATTRIBUTE_PTX_VERSION, function));
     std::printf("%s runs: SASS for sm_%d, compiled from compute_%d\n", label, binary, ptx);
+}
+
+// Whether `function` is located in `module`, the module it was just taken from, as the driver
+// records it (cuFuncGetModule: "the handle of the module that function hfunc is located in").
+// The sums cannot tell one module's vectorAdd from another's: they compute the same thing.
+inline bool locatedIn(const char* label, CUfunction function, CUmodule module) {
+    CUmodule owner = nullptr;
+    CHECK_DRIVER(cuFuncGetModule(&owner, function));
+    std::printf("%s is located in the module just loaded: %s\n", label, owner == module ? "yes" : "NO");
+    return owner == module;
 }
 
 // x and y on the device and on the host, z on the device, and the launch shape for vectorAdd.
@@ -47,5 +61,30 @@ struct VectorAddCheck {
         return wrong == 0;
     }
 };
+
+// Step 8: kernelParams holds one pointer per kernel parameter, to a host variable of exactly
+// the parameter's type; the driver knows each parameter's size and offset from the module and
+// copies the values at launch. saxpy (y = a * x + y) may fuse a * x + y into one FMA (one
+// rounding) where the host rounds twice: |gpu - host| <= 1e-6 * (|a * x| + |y|), about 8 ulps.
+inline void saxpyWithinTolerance(CUfunction saxpy, const VectorAddCheck& v, course::Verdict& verdict) {
+    constexpr float kTolerance = 1e-6f;
+    float a = 1.7f;
+    CUdeviceptr x = v.x, y = v.y;
+    int count = static_cast<int>(v.hostX.size());
+    void* params[] = {&a, &x, &y, &count};
+    CHECK_DRIVER(cuLaunchKernel(saxpy, (count + 255) / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
+    CHECK_DRIVER(cuCtxSynchronize());
+    std::vector<float> result(v.hostX.size());
+    CHECK_DRIVER(cuMemcpyDtoH(result.data(), y, result.size() * sizeof(float)));
+    double worst = 0.0;
+    for (int i = 0; i < count; ++i) {
+        const double expected = a * v.hostX[i] + v.hostY[i];
+        const double scaleOfTerms = std::fabs(a * v.hostX[i]) + std::fabs(v.hostY[i]);
+        worst = std::max(worst, std::fabs(static_cast<double>(result[i]) - expected) / scaleOfTerms);
+    }
+    std::printf("saxpy worst error / (|a*x| + |y|): %.2e (tolerance %.0e)\n", worst, kTolerance);
+    std::printf("saxpy within tolerance: %s\n", worst <= kTolerance ? "yes" : "NO");
+    verdict.check("saxpy within tolerance", worst <= kTolerance);
+}
 
 }  // namespace lesson06

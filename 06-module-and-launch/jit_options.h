@@ -1,5 +1,6 @@
 // jit_options.h — the options jit_and_link passes to the driver's JIT (cuModuleLoadDataEx,
-// cuLinkCreate), with the buffers its logs are written to and readers for what it writes back.
+// cuLinkCreate), with the buffers its logs are written to and readers for what it writes back,
+// and which refusal codes it accepts for PTX with an unresolved call.
 // Host code only: the driver call that takes them is in jit_and_link.cpp.
 #pragma once
 
@@ -55,5 +56,15 @@ struct JitOptions {
     unsigned int errorBytes() const { return outValue<unsigned int>(3); }
     float wallMilliseconds() const { return outValue<float>(5); }
 };
+
+// cuda.h documents no code for PTX that calls a function it does not define: cuModuleLoadData
+// and cuModuleLoadDataEx list twelve return codes, none tied to an unresolved call. These three
+// say the image could not become code: "a PTX JIT compilation failed", "no kernel image
+// available that is suitable for the device", "a link to a shared object failed to resolve".
+// The others speak of the caller's state or the machine (no context, out of memory, ...).
+constexpr bool refusedForTheImage(CUresult result) {
+    return result == CUDA_ERROR_INVALID_PTX || result == CUDA_ERROR_NO_BINARY_FOR_GPU ||
+           result == CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND;
+}
 
 }  // namespace lesson06

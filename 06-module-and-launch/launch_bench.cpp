@@ -128,10 +128,25 @@ void benchVectorAdd(CUdevice device, CUfunction vectorAdd, course::Verdict& verd
 void benchLaunchCost(CUfunction emptyKernel, CUcontext context, int deviceOrdinal, course::Verdict& verdict) {
     constexpr int kRuns = 9;
     constexpr int kLaunches = 1000;
+    // cudaSetDevice makes the device's primary context current; memory the runtime then
+    // allocates belongs to that context (CU_POINTER_ATTRIBUTE_CONTEXT: "the CUcontext in which
+    // ptr was allocated"). It must be the context this program retained: were it one of its
+    // own (cuCtxCreate), the runtime would work in another context than the driver calls.
+    CUcontext owner = nullptr;
+    const CUdeviceptr runtimeBuffer =
+        lesson06::runtimeUseDevice(deviceOrdinal) ? lesson06::runtimeAllocate(256) : CUdeviceptr{0};
+    bool ok = runtimeBuffer != 0;
+    if (ok) {
+        CHECK_DRIVER(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, runtimeBuffer));
+        ok = lesson06::runtimeFree(runtimeBuffer);
+    }
+    CHECK_DRIVER(cuCtxSetCurrent(context));  // this program's context again, whichever cudaSetDevice chose
+    std::printf("runtime's cudaMalloc allocated in the lesson's primary context: %s\n",
+                owner == context ? "yes" : "NO");
+    if (!verdict.check("runtime allocates in the lesson's primary context", owner == context)) return;
     CUstream stream = nullptr;
     CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_DEFAULT));
     // The warm-up runs are not counted: the runtime loads its own module on the first <<<>>>.
-    bool ok = lesson06::runtimeUseDevice(deviceOrdinal);
     if (ok) ok = lesson06::runtimeEmptyLaunches(stream, kLaunches).totalMicroseconds >= 0.0;
     lesson06::driverEmptyLaunches(emptyKernel, stream, kLaunches);
     std::vector<double> driverSubmit, driverTotal, runtimeSubmit, runtimeTotal;
@@ -146,11 +161,6 @@ void benchLaunchCost(CUfunction emptyKernel, CUcontext context, int deviceOrdina
     }
     CHECK_DRIVER(cuStreamDestroy(stream));
     if (!verdict.check("runtime launches succeed", ok)) return;
-    // The runtime adopted the current primary context instead of making its own.
-    CUcontext current = nullptr;
-    CHECK_DRIVER(cuCtxGetCurrent(&current));
-    std::printf("runtime used the lesson's primary context: %s\n", current == context ? "yes" : "NO");
-    verdict.check("runtime used the lesson's primary context", current == context);
     std::printf("launch cost: %d runs x %d launches of an empty kernel, one stream, medians\n", kRuns, kLaunches);
     std::printf("bench: cuLaunchKernel empty kernel submission = %.2f µs\n", median(driverSubmit));
     std::printf("bench: runtime <<<>>> empty kernel submission = %.2f µs\n", median(runtimeSubmit));
@@ -158,29 +168,6 @@ void benchLaunchCost(CUfunction emptyKernel, CUcontext context, int deviceOrdina
     std::printf("bench: runtime <<<>>> empty kernel end-to-end = %.2f µs\n", median(runtimeTotal));
     std::printf("bench: launch submission driver / runtime = %.2f x\n", median(driverSubmit) / median(runtimeSubmit));
     std::printf("bench: launch end-to-end driver / runtime = %.2f x\n", median(driverTotal) / median(runtimeTotal));
-}
-
-// cuModuleLoadData time of one format, median of 7 loads (each unloaded again).
-void benchModuleLoad(const char* format, const std::string& image, course::Verdict& verdict) {
-    constexpr int kLoads = 7;
-    std::vector<double> samples;
-    for (int i = 0; i < kLoads; ++i) {
-        CUmodule module = nullptr;
-        const Clock::time_point start = Clock::now();
-        const CUresult loaded = REPORT_DRIVER(cuModuleLoadData(&module, image.data()));
-        if (loaded == CUDA_ERROR_JIT_COMPILATION_DISABLED) {
-            std::printf(
-                "section module load %s: SKIP (the driver refused the PTX with %s: CUDA_DISABLE_PTX_JIT "
-                "is set)\n",
-                format, course::driverErrorName(loaded));
-            return;
-        }
-        if (!verdict.check(("module load " + std::string(format) + " succeeds").c_str(), loaded == CUDA_SUCCESS))
-            return;
-        samples.push_back(microsecondsBetween(start, Clock::now()) / 1e3);
-        CHECK_DRIVER(cuModuleUnload(module));
-    }
-    std::printf("bench: module load %s = %.3f ms\n", format, median(samples));
 }
 
 }  // namespace
@@ -291,13 +278,13 @@ int main(int argc, char** argv) {
         benchLaunchCost(emptyKernel, context, args.deviceOrdinal(), verdict);
         const char* cache = std::getenv("CUDA_CACHE_DISABLE");
         const bool cacheOff = cache != nullptr && std::strcmp(cache, "1") == 0;
-        benchModuleLoad(cacheOff ? "PTX (JIT, cache off)" : "PTX (JIT, cache on)", *ptxImage, verdict);
+        lesson06::benchModuleLoad(cacheOff ? "PTX (JIT, cache off)" : "PTX (JIT, cache on)", *ptxImage, verdict);
         if (lesson06::cubinRunsOn(lesson06::kCubinArch, ccMajor, ccMinor))
-            benchModuleLoad("cubin", *cubinImage, verdict);
+            lesson06::benchModuleLoad("cubin", *cubinImage, verdict);
         else
             std::printf("section module load cubin: SKIP (cubin built for sm_%d, device is sm_%d%d)\n",
                         lesson06::kCubinArch, ccMajor, ccMinor);
-        benchModuleLoad("fatbin", *fatbinImage, verdict);
+        lesson06::benchModuleLoad("fatbin", *fatbinImage, verdict);
     }
 
     // Step 5: release in reverse order of creation.

@@ -11,7 +11,6 @@
 #include <cuda.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -32,15 +31,24 @@ using lesson06::printCodeTaken;
 using lesson06::VectorAddCheck;
 
 // Step 6: the fatbin image as a library (CUDA 12.0+), its vectorAdd taken as a CUkernel.
-void libraryVectorAddExact([[maybe_unused]] const std::string& fatbinImage,
+// The handle launched must be the library's kernel, not the fatbin module's vectorAdd (whose
+// sums are the same): cuKernelGetLibrary names the kernel's library, and a CUkernel is another
+// object than any CUfunction of a module, so the two handles differ.
+void libraryVectorAddExact([[maybe_unused]] const std::string& fatbinImage, [[maybe_unused]] CUfunction fatbinVectorAdd,
                            [[maybe_unused]] const VectorAddCheck& check, [[maybe_unused]] course::Verdict& verdict) {
 #if CUDA_VERSION >= 12000
     CUlibrary library = nullptr;
     CHECK_DRIVER(cuLibraryLoadData(&library, fatbinImage.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
     CUkernel libraryVectorAdd = nullptr;
     CHECK_DRIVER(cuLibraryGetKernel(&libraryVectorAdd, library, "vectorAdd"));
-    verdict.check("vector add via the library kernel exact",
-                  check.run(reinterpret_cast<CUfunction>(libraryVectorAdd), "cuLibraryLoadData (CUkernel)"));
+    const CUfunction launched = reinterpret_cast<CUfunction>(libraryVectorAdd);
+    CUlibrary owner = nullptr;
+    CHECK_DRIVER(cuKernelGetLibrary(&owner, libraryVectorAdd));
+    const bool ownKernel = owner == library && launched != fatbinVectorAdd;
+    std::printf("vectorAdd launched from the library is the library's kernel, not the fatbin module's: %s\n",
+                ownKernel ? "yes" : "NO");
+    verdict.check("library's vectorAdd is the library's kernel", ownKernel);
+    verdict.check("vector add via the library kernel exact", check.run(launched, "cuLibraryLoadData (CUkernel)"));
     CHECK_DRIVER(cuLibraryUnload(library));
 #else
     std::printf("section library: SKIP (cuLibraryLoadData needs CUDA 12.0; compiled with %s)\n",
@@ -76,31 +84,6 @@ void scaleByGlobalReadsHostWrite(CUmodule module, CUfunction scaleByGlobal, cons
     for (int i = 0; i < count; ++i) wrong += result[i] != scale * v.hostX[i];
     std::printf("scaleByGlobal used gScale = %g: %s\n", scale, wrong == 0 ? "exact" : "WRONG");
     verdict.check("scaleByGlobal used the host-written gScale", wrong == 0);
-}
-
-// Step 8: kernelParams holds one pointer per kernel parameter, to a host variable of exactly
-// the parameter's type; the driver knows each parameter's size and offset from the module and
-// copies the values at launch. saxpy (y = a * x + y) may fuse a * x + y into one FMA (one
-// rounding) where the host rounds twice: |gpu - host| <= 1e-6 * (|a * x| + |y|), about 8 ulps.
-void saxpyWithinTolerance(CUfunction saxpy, const VectorAddCheck& v, course::Verdict& verdict) {
-    constexpr float kTolerance = 1e-6f;
-    float a = 1.7f;
-    CUdeviceptr x = v.x, y = v.y;
-    int count = static_cast<int>(v.hostX.size());
-    void* params[] = {&a, &x, &y, &count};
-    CHECK_DRIVER(cuLaunchKernel(saxpy, (count + 255) / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
-    CHECK_DRIVER(cuCtxSynchronize());
-    std::vector<float> result(v.hostX.size());
-    CHECK_DRIVER(cuMemcpyDtoH(result.data(), y, result.size() * sizeof(float)));
-    double worst = 0.0;
-    for (int i = 0; i < count; ++i) {
-        const double expected = a * v.hostX[i] + v.hostY[i];
-        const double scaleOfTerms = std::fabs(a * v.hostX[i]) + std::fabs(v.hostY[i]);
-        worst = std::max(worst, std::fabs(static_cast<double>(result[i]) - expected) / scaleOfTerms);
-    }
-    std::printf("saxpy worst error / (|a*x| + |y|): %.2e (tolerance %.0e)\n", worst, kTolerance);
-    std::printf("saxpy within tolerance: %s\n", worst <= kTolerance ? "yes" : "NO");
-    verdict.check("saxpy within tolerance", worst <= kTolerance);
 }
 
 // Step 8: one thread per block more than each function's own CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK.
@@ -238,6 +221,8 @@ int main(int argc, char** argv) {
         CHECK_DRIVER(cuModuleLoadData(&imageModule, cubinImage->data()));
         CUfunction imageVectorAdd = nullptr;
         CHECK_DRIVER(cuModuleGetFunction(&imageVectorAdd, imageModule, "vectorAdd"));
+        verdict.check("cubin's vectorAdd is located in the cubin's module",
+                      lesson06::locatedIn("vectorAdd from the cubin", imageVectorAdd, imageModule));
         verdict.check("vector add via the cubin image exact",
                       check.run(imageVectorAdd, "cuModuleLoadData (cubin image)"));
         CHECK_DRIVER(cuModuleUnload(imageModule));
@@ -262,6 +247,8 @@ int main(int argc, char** argv) {
         CUfunction ptxVectorAdd = nullptr;
         CHECK_DRIVER(cuModuleGetFunction(&ptxVectorAdd, ptxModule, "vectorAdd"));
         printCodeTaken("vectorAdd from the PTX", ptxVectorAdd);
+        verdict.check("PTX's vectorAdd is located in the PTX's module",
+                      lesson06::locatedIn("vectorAdd from the PTX", ptxVectorAdd, ptxModule));
         verdict.check("vector add via the JIT-compiled PTX exact",
                       check.run(ptxVectorAdd, "cuModuleLoadData (PTX, JIT)"));
         CHECK_DRIVER(cuModuleUnload(ptxModule));
@@ -272,7 +259,7 @@ int main(int argc, char** argv) {
     // can load its code once without owning a context. A CUkernel may be passed to
     // cuLaunchKernel cast to CUfunction, as the reference allows: it runs in the current context.
     course::printStep(6, "the fatbin as a context-independent library");
-    libraryVectorAddExact(*fatbinImage, check, verdict);
+    libraryVectorAddExact(*fatbinImage, vectorAdd, check, verdict);
 
     // Step 7: a module global. cuModuleGetGlobal returns the device address and size of a
     // __device__ or __constant__ variable by name; ordinary copies then read and write it.
@@ -281,7 +268,7 @@ int main(int argc, char** argv) {
 
     // Step 8: kernelParams, the usual argument style, then launches wider than allowed.
     course::printStep(8, "launch with a kernelParams array, and wider than allowed");
-    saxpyWithinTolerance(saxpy, check, verdict);
+    lesson06::saxpyWithinTolerance(saxpy, check, verdict);
     tooWideLaunchesRefused(device, fileModule, saxpy, verdict);
 
     // Step 9: release in reverse order of creation. Unloading a module frees its code and

@@ -1,12 +1,13 @@
 // runtime_launch.cu — the same empty kernel as kernels/vector_ops.cu, launched the CUDA
 // runtime's way (<<<>>>), for the launch-cost comparison of launch_bench --bench.
 //
-// The runtime works in each device's primary context. launch_bench retained that context
-// and made it current before calling this file, so both APIs share one context and launch
-// into one stream (launch_bench checks the context afterwards).
+// cudaSetDevice makes the device's primary context current (cuda_runtime_api.h). launch_bench
+// retained that context and made it current before calling this file, so both APIs share one
+// context and launch into one stream; it checks the context of a cudaMalloc to be sure.
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 
 #include "runtime_launch.h"
@@ -28,6 +29,16 @@ namespace lesson06 {
 
 bool runtimeUseDevice(int deviceOrdinal) {
     return runtimeOk(cudaSetDevice(deviceOrdinal), "cudaSetDevice");
+}
+
+CUdeviceptr runtimeAllocate(std::size_t bytes) {
+    void* address = nullptr;
+    if (!runtimeOk(cudaMalloc(&address, bytes), "cudaMalloc")) return 0;
+    return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(address));
+}
+
+bool runtimeFree(CUdeviceptr address) {
+    return runtimeOk(cudaFree(reinterpret_cast<void*>(static_cast<std::uintptr_t>(address))), "cudaFree");
 }
 
 LaunchTimes runtimeEmptyLaunches(CUstream stream, int launches) {

@@ -4,6 +4,8 @@
 
 #include <cuda.h>
 
+#include <cstddef>
+
 namespace lesson06 {
 
 // Host time per launch of one timed loop, in microseconds: `submit` when the loop of
@@ -14,9 +16,15 @@ struct LaunchTimes {
     double totalMicroseconds;
 };
 
-// Makes device `deviceOrdinal` the runtime's current device. The runtime then works in that
-// device's primary context, which the caller already made current. False on failure.
+// cudaSetDevice(deviceOrdinal): cuda_runtime_api.h says it makes that device's primary context
+// current to the calling thread (with cuCtxSetCurrent), whatever context was current before.
+// False on failure.
 bool runtimeUseDevice(int deviceOrdinal);
+
+// One small cudaMalloc, returned as the driver address it is (0 on failure), and its cudaFree
+// (false on failure): launch_bench asks the driver which context the runtime allocated it in.
+CUdeviceptr runtimeAllocate(std::size_t bytes);
+bool runtimeFree(CUdeviceptr address);
 
 // `launches` launches of an empty kernel with <<<1, 1, 0, stream>>>, timed on the host clock.
 // A CUstream is a cudaStream_t: both APIs name the same object.
