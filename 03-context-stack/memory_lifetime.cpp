@@ -23,10 +23,6 @@ namespace {
 // (lesson03::kTolerance).
 constexpr size_t kBigAllocation = 256 * lesson03::kMiB;
 
-void printFree(const char* moment, size_t freeBytes) {
-    std::printf("free memory %s: %.1f MiB\n", moment, lesson03::mebibytes(static_cast<long long>(freeBytes)));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -51,7 +47,7 @@ int main(int argc, char** argv) {
     view.name(ctxA, "ctxA");
     view.pushed(ctxA, "created ctxA (CU_CTX_SCHED_AUTO)");
     const size_t freeBeforeB = lesson03::freeDeviceMemory();
-    printFree("before creating ctxB", freeBeforeB);
+    lesson03::printFree("before creating ctxB", freeBeforeB);
     CUcontext ctxB = nullptr;
     CHECK_DRIVER(course::ctxCreate(&ctxB, CU_CTX_SCHED_AUTO, device));
     view.name(ctxB, "ctxB");
@@ -61,15 +57,15 @@ int main(int argc, char** argv) {
     // ctxB and stays on the device while ctxB sits off the stack.
     course::printStep(2, "popping a context does not free its memory");
     const size_t freeBeforeAllocation = lesson03::freeDeviceMemory();
-    printFree("before cuMemAlloc", freeBeforeAllocation);
+    lesson03::printFree("before cuMemAlloc", freeBeforeAllocation);
     CUdeviceptr big = 0;
     CHECK_DRIVER(cuMemAlloc(&big, kBigAllocation));
-    std::printf("cuMemAlloc in ctxB: %.1f MiB at 0x%llx\n",
-                lesson03::mebibytes(static_cast<long long>(kBigAllocation)), static_cast<unsigned long long>(big));
+    std::printf("cuMemAlloc in ctxB: %.1f MiB at 0x%llx\n", lesson03::mebibytes(static_cast<long long>(kBigAllocation)),
+                static_cast<unsigned long long>(big));
     // The figure after cuMemFree is compared with this one, the allocation's size apart: a tool
     // such as compute-sanitizer may take memory of its own beside each allocation.
     const size_t freeAfterAllocation = lesson03::freeDeviceMemory();
-    printFree("after cuMemAlloc", freeAfterAllocation);
+    lesson03::printFree("after cuMemAlloc", freeAfterAllocation);
     // Free memory is device-wide, so another process can move it: the slack absorbs small
     // changes. The allocation must stand out of it, or none of the comparisons below can fail.
     const long long allocationLessSlack = static_cast<long long>(kBigAllocation) - lesson03::kTolerance;
@@ -80,9 +76,9 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuCtxPopCurrent(&popped));
     view.popped(popped);
     const size_t freeAfterPop = lesson03::freeDeviceMemory();  // asked through ctxA: same device
-    printFree("after pop", freeAfterPop);
+    lesson03::printFree("after pop", freeAfterPop);
     verdict.checkFreeMemory("allocation still counted after popping ctxB",
-                  difference(freeBeforeAllocation, freeAfterPop) >= allocationLessSlack);
+                            difference(freeBeforeAllocation, freeAfterPop) >= allocationLessSlack);
 
     // Step 3: correct code frees what it allocated, then destroys the context. With
     // --free-by-destroy the allocation is left to cuCtxDestroy, which frees it too.
@@ -96,9 +92,9 @@ int main(int argc, char** argv) {
     } else {
         CHECK_DRIVER(cuMemFree(big));
         const size_t freeAfterFree = lesson03::freeDeviceMemory();
-        printFree("after cuMemFree", freeAfterFree);
+        lesson03::printFree("after cuMemFree", freeAfterFree);
         verdict.checkFreeMemory("cuMemFree gave the allocation back",
-                      difference(freeAfterFree, freeAfterAllocation) >= allocationLessSlack);
+                                difference(freeAfterFree, freeAfterAllocation) >= allocationLessSlack);
     }
     CHECK_DRIVER(cuCtxDestroy(ctxB));
     view.destroyedTop("cuCtxDestroy(ctxB)");
@@ -107,7 +103,7 @@ int main(int argc, char** argv) {
     // instead with the figure from before ctxB existed; on either path this also shows that
     // ctxB itself is gone.
     const size_t freeAfterDestroy = lesson03::freeDeviceMemory();  // asked through ctxA
-    printFree("after cuCtxDestroy", freeAfterDestroy);
+    lesson03::printFree("after cuCtxDestroy", freeAfterDestroy);
     verdict.checkFreeMemory("free memory back to its level before ctxB after cuCtxDestroy",
                             difference(freeBeforeB, freeAfterDestroy) <= lesson03::kTolerance);
     // `big` now dangles: its memory went with ctxB. It must never be passed to cuMemFree.

@@ -29,10 +29,6 @@ long long difference(size_t a, size_t b) {
     return static_cast<long long>(a) - static_cast<long long>(b);
 }
 
-void printFree(const char* moment, size_t freeBytes) {
-    std::printf("free memory %s: %.1f MiB\n", moment, lesson03::mebibytes(static_cast<long long>(freeBytes)));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,7 +60,7 @@ int main(int argc, char** argv) {
     view.name(ctxA, "ctxA");
     view.pushed(ctxA, "created ctxA (CU_CTX_SCHED_AUTO)");
     const size_t freeBeforeB = lesson03::freeDeviceMemory();
-    printFree("before creating ctxB", freeBeforeB);
+    lesson03::printFree("before creating ctxB", freeBeforeB);
     CUcontext ctxB = nullptr;
     CHECK_DRIVER(course::ctxCreate(&ctxB, CU_CTX_SCHED_AUTO, device));
     view.name(ctxB, "ctxB");
@@ -113,16 +109,16 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuCtxDestroy(ctxB));
     view.destroyedTop("cuCtxDestroy(ctxB)");
     const size_t freeAfterDestroy = lesson03::freeDeviceMemory();  // asked through ctxA
-    printFree("after cuCtxDestroy(ctxB)", freeAfterDestroy);
+    lesson03::printFree("after cuCtxDestroy(ctxB)", freeAfterDestroy);
     // Free memory is device-wide, so another process can move it: the slack absorbs small
     // changes, on either side, so that the figure missing is the cuMemCreate memory's.
-    verdict.checkFreeMemory("cuMemCreate memory still taken after destroying ctxB",
-                            std::llabs(difference(freeBeforeB, freeAfterDestroy) - static_cast<long long>(bytes)) <=
-                                lesson03::kTolerance);
+    verdict.checkFreeMemory(
+        "cuMemCreate memory still taken after destroying ctxB",
+        std::llabs(difference(freeBeforeB, freeAfterDestroy) - static_cast<long long>(bytes)) <= lesson03::kTolerance);
     // Only cuMemRelease gives it back ("need to be destroyed explicitly"), with any context current.
     CHECK_DRIVER(cuMemRelease(physical));
     const size_t freeAfterRelease = lesson03::freeDeviceMemory();
-    printFree("after cuMemRelease", freeAfterRelease);
+    lesson03::printFree("after cuMemRelease", freeAfterRelease);
     verdict.checkFreeMemory("cuMemRelease gave the cuMemCreate memory back",
                             difference(freeBeforeB, freeAfterRelease) <= lesson03::kTolerance);
 

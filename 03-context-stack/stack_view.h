@@ -28,6 +28,11 @@ inline double mebibytes(long long bytes) {
     return static_cast<double>(bytes) / static_cast<double>(kMiB);
 }
 
+// "free memory <moment>: N MiB", the line every free-memory comparison starts from.
+inline void printFree(const char* moment, size_t freeBytes) {
+    std::printf("free memory %s: %.1f MiB\n", moment, mebibytes(static_cast<long long>(freeBytes)));
+}
+
 // cuMemGetInfo's `free`: "the amount of memory on the device that is free according to
 // the OS" (cuda.h), so every context and every process counts, and it can change at any
 // moment. (Its `total` is "the total amount of memory available to the current context".)
