@@ -42,9 +42,16 @@ void libraryVectorAddExact([[maybe_unused]] const std::string& fatbinImage, [[ma
     CUkernel libraryVectorAdd = nullptr;
     CHECK_DRIVER(cuLibraryGetKernel(&libraryVectorAdd, library, "vectorAdd"));
     const CUfunction launched = reinterpret_cast<CUfunction>(libraryVectorAdd);
-    CUlibrary owner = nullptr;
-    CHECK_DRIVER(cuKernelGetLibrary(&owner, libraryVectorAdd));
-    const bool ownKernel = owner == library && launched != fatbinVectorAdd;
+    bool ownKernel = launched != fatbinVectorAdd;
+#if CUDA_VERSION >= 12050  // cuKernelGetLibrary came with CUDA 12.5 (headers and driver)
+    int driverVersion = 0;
+    CHECK_DRIVER(cuDriverGetVersion(&driverVersion));
+    if (driverVersion >= 12050) {
+        CUlibrary owner = nullptr;
+        CHECK_DRIVER(cuKernelGetLibrary(&owner, libraryVectorAdd));
+        ownKernel = ownKernel && owner == library;
+    }
+#endif
     std::printf("vectorAdd launched from the library is the library's kernel, not the fatbin module's: %s\n",
                 ownKernel ? "yes" : "NO");
     verdict.check("library's vectorAdd is the library's kernel", ownKernel);
