@@ -15,8 +15,8 @@ lesson's --bench programs, then "captured-on: <GPU name> | devices: N | make ben
 it becomes the lesson's make-bench block, between "<!-- bench-output:begin -->" and
 "<!-- bench-output:end -->": the captured-on marker, one line saying where it ran, and the
 output. The block replaces the README's make-bench block (or an older hand-made
-"<!-- bench:begin -->" section); a README with neither gets it at the end of its
-"Expected output" section. Prose that names a GPU may quote only figures of a captured
+"<!-- bench:begin -->" section); a README with neither gets it, inside a <details> fold, at
+the end of its "Expected output" section. Prose that names a GPU may quote only figures of a captured
 block of that GPU on the same page (tests/test_docs.cpp).
 """
 import pathlib
@@ -53,12 +53,22 @@ def bench_block(name: str, machine: str, output: str) -> str:
     return f"{BENCH_BEGIN}\n<!-- captured-on: {machine} -->\n{said}\n```text\n{output}\n```\n{BENCH_END}"
 
 
-def with_bench(text: str, block: str, section: str):
+def folded(block: str, name: str) -> str:
+    """A new make-bench block inside a <details> fold: captured output is there to open, not to scroll past."""
+    gpu = re.search(r"<!-- captured-on: (.+?) \|", block).group(1)
+    summary = f"What <code>make bench</code> printed on {gpu}" if name == "README.md" else \
+        f"<code>make bench</code> 在 {gpu} 上的输出"
+    return f"<details>\n<summary>{summary}</summary>\n\n{block}\n\n</details>"
+
+
+def with_bench(text: str, block: str, section: str, name: str):
     """The README with its make-bench block replaced or added; None when it has no place for it."""
     current = re.compile(re.escape(BENCH_BEGIN) + r".*?" + re.escape(BENCH_END), re.S)
-    for pattern in (current, OLD_BENCH):
-        if pattern.search(text):
-            return pattern.sub(lambda _: block, text, count=1)
+    if current.search(text):
+        return current.sub(lambda _: block, text, count=1)
+    if OLD_BENCH.search(text):
+        return OLD_BENCH.sub(lambda _: folded(block, name), text, count=1)
+    block = folded(block, name)
     start = text.find("\n" + section + "\n")
     if start < 0:
         return None
@@ -87,7 +97,7 @@ def main() -> int:
         readme = lesson / name
         text = readme.read_text()
         if bench:
-            updated = with_bench(text, bench_block(name, machine, output), section)
+            updated = with_bench(text, bench_block(name, machine, output), section, name)
             if updated is None:
                 print(f"{readme}: no '{section}' section", file=sys.stderr)
                 return 1
