@@ -98,7 +98,12 @@ std::string withoutCode(const std::string& line) {
     return std::regex_replace(text, std::regex("https?://\\S+"), " ");
 }
 
-std::string withoutQuotedEnglish(const std::string& text) {
+// English that a Chinese sentence may carry: a quotation in “…” with no Chinese in it (cuda.h, kept
+// searchable), a term's English gloss in full-width parentheses (核函数（kernel）), a lesson's folder name
+// as a link's text.
+std::string withoutQuotedEnglish(const std::string& line) {
+    std::string text = std::regex_replace(line, std::regex("\xEF\xBC\x88[A-Za-z0-9 ./_-]+\xEF\xBC\x89"), " ");
+    text = std::regex_replace(text, std::regex("\\[[a-z0-9]+(-[a-z0-9]+)+\\]"), " ");
     static const std::regex quoted("\xE2\x80\x9C([^\xE2]*)\xE2\x80\x9D");  // “...” with no other quote inside
     std::string result;
     auto begin = std::sregex_iterator(text.begin(), text.end(), quoted);
@@ -302,6 +307,9 @@ TEST_CASE("The Chinese page rules catch a hard wrap, a straight quote and a reje
     CHECK(faults("这个 kernel 运行在 context 上。\n") == 2);
     CHECK(faults("cuda.h 说：“Creates a new CUDA context”，即创建新的上下文。\n") == 0);
     CHECK(faults("它依赖 Linux 内核的 dma-buf。\n") == 0);
+    CHECK(faults("核函数（kernel）在上下文（context）中启动。\n") == 0);
+    CHECK(faults("| 04 | [primary-context](04-primary-context/README.zh-CN.md) | 主上下文 |\n") == 0);
+    CHECK(faults("这个 context（上下文）\n") == 1);
     CHECK(faults("```text\n内核\n\"x\"\n```\n") == 0);
     CHECK(faults("见[第 04 课](../04-primary-context/README.zh-CN.md)。\n") == 0);
 }

@@ -80,35 +80,12 @@ How the table is counted (`common/tools/coverage.py`, run by `make coverage`):
 RULES_ZH = """\
 统计规则（`common/tools/coverage.py`，由 `make coverage` 运行）：
 
-- **现行函数。** 所用 `cuda.h` 中每个 `CUresult CUDAAPI cu…(` 声明（单行或跨行），不含其
-  `#if defined(__CUDA_API_VERSION_INTERNAL)` 旧 ABI 段。`_v2`/`_v3`/`_v4` 与 `_ptsz`/`_ptds`
-  变体合并为一个名字，被 `#define` 映射到另一个函数的名字也合并（`cuGraphInstantiate` 即
-  `cuGraphInstantiateWithFlags`）。所有声明都带 `__CUDA_DEPRECATED` 的名字不计入。每个函数归入
-  其声明所在的 `\\defgroup` 小节；链接指向 Driver API 参考中该组的页面（参考文档中单个函数的锚点
-  是不透明的哈希，无法推导，故不生成）。
-- **调用。** 课程程序源码（`NN-topic/**/*.cpp`、`*.h`、`*.cu`，含 `standalone/`，不含 `kernels/`
-  设备代码与 `tests/`）去掉注释、字符串与字符字面量之后，若出现该名字（任一变体）后接 `(`，
-  即算该课调用了它。另外也计入：写作 `course::helper(` 的 `common/` 辅助函数调用，其函数体调用
-  了该函数（如 `course::ctxCreate` 之于 `cuCtxCreate`，即 `common/cuda_compat.h` 的版本适配），
-  标注"经"；课程声明并调用的 `cudaTypedefs.h` 类型 `PFN_cu…` 指针（第 08 课通过
-  `cuGetProcAddress` 与 `dlsym` 取得的指针），标注"经指针"；以及通过手写类型指针的调用，列于
-  `common/coverage-notes.txt`（"pointer"）。错误检查宏（`CHECK_DRIVER`、`REPORT_DRIVER`）不展开：
-  它们在失败时调用的 `cuGetErrorName`、`cuGetErrorString` 只算给自己调用这些函数或
-  `course::driverErrorName`/`driverErrorString` 的课。没有课程以上述方式用到的 `common/` 调用不
-  算给任何一课。
-- **检查与仅展示。** 一次调用默认算作"已检查"，除非 `common/coverage-notes.txt` 把该课的调用标为
-  "shown"：程序中没有任何 `check` 行依赖它返回的东西（值只被打印，或调用只作演示）。程序拿来比较、
-  计算或据以决定行为（大小、分支、SKIP）的值算作被使用；执行动作的调用（分配、复制、启动、释放）
-  通过程序所检查的数据以及 `CHECK_DRIVER` 得到检查——调用失败时 `CHECK_DRIVER` 会在打印
-  `Result = PASS` 之前结束程序。若至少有一课调用某函数且该课的调用未被标为 shown（这些课直接列出），
-  该函数即"已调用并检查"；若调用它的每一课都标为 shown（课号后带 `*`），则为"仅展示"。检查是否依赖
-  某次调用无法从源码自动判断，所以这些标注靠阅读课程手工维护。
-- **排除。** 课程不会调用的函数，各附理由，列在标注文件中；即使有课程提到它们，也不计入
-  "已调用并检查"。
+- **现行函数。** 所用 `cuda.h` 中每个 `CUresult CUDAAPI cu…(` 声明（单行或跨行），不含其 `#if defined(__CUDA_API_VERSION_INTERNAL)` 旧 ABI 段。`_v2`/`_v3`/`_v4` 与 `_ptsz`/`_ptds` 变体合并为一个名字，被 `#define` 映射到另一个函数的名字也合并（`cuGraphInstantiate` 即 `cuGraphInstantiateWithFlags`）。所有声明都带 `__CUDA_DEPRECATED` 的名字不计入。每个函数归入其声明所在的 `\\defgroup` 小节；链接指向 Driver API 参考中该组的页面（参考文档中单个函数的锚点是不透明的哈希，无法推导，故不生成）。
+- **调用。** 课程程序源码（`NN-topic/**/*.cpp`、`*.h`、`*.cu`，含 `standalone/`，不含 `kernels/` 设备代码与 `tests/`）去掉注释、字符串与字符字面量之后，若出现该名字（任一变体）后接 `(`，即算该课调用了它。另外也计入：写作 `course::helper(` 的 `common/` 辅助函数调用，其函数体调用了该函数（如 `course::ctxCreate` 之于 `cuCtxCreate`，即 `common/cuda_compat.h` 的版本适配），标注“经”；课程声明并调用的 `cudaTypedefs.h` 类型 `PFN_cu…` 指针（第 08 课通过 `cuGetProcAddress` 与 `dlsym` 取得的指针），标注“经指针”；以及通过手写类型指针的调用，列于 `common/coverage-notes.txt`（“pointer”）。错误检查宏（`CHECK_DRIVER`、`REPORT_DRIVER`）不展开：它们在失败时调用的 `cuGetErrorName`、`cuGetErrorString` 只算给自己调用这些函数或 `course::driverErrorName`/`driverErrorString` 的课。没有课程以上述方式用到的 `common/` 调用不算给任何一课。
+- **检查与仅展示。** 一次调用默认算作“已检查”，除非 `common/coverage-notes.txt` 把该课的调用标为 “shown”：程序中没有任何 `check` 行依赖它返回的东西（值只被打印，或调用只作演示）。程序拿来比较、计算或据以决定行为（大小、分支、SKIP）的值算作被使用；执行动作的调用（分配、复制、启动、释放）通过程序所检查的数据以及 `CHECK_DRIVER` 得到检查——调用失败时 `CHECK_DRIVER` 会在打印 `Result = PASS` 之前结束程序。若至少有一课调用某函数且该课的调用未被标为 shown（这些课直接列出），该函数即“已调用并检查”；若调用它的每一课都标为 shown（课号后带 `*`），则为“仅展示”。检查是否依赖某次调用无法从源码自动判断，所以这些标注靠阅读课程手工维护。
+- **排除。** 课程不会调用的函数，各附理由，列在标注文件中；即使有课程提到它们，也不计入 “已调用并检查”。
 - 一课是否计入与本机能否运行它无关（第 09 课需要 Jetson，第 10 课需要 EGL）：本表读源码，不运行程序。
-- **保持最新。** `make test`（以及 CI）会运行 `coverage.py --check`：若本表与课程和标注当前给出的结果
-  不一致，它会失败，并指出每个发生变化的函数和课程。仅当所装 `cuda.h` 的 `CUDA_VERSION` 与上文相同时
-  才比较；否则说明为何不比较。
+- **保持最新。** `make test`（以及 CI）会运行 `coverage.py --check`：若本表与课程和标注当前给出的结果不一致，它会失败，并指出每个发生变化的函数和课程。仅当所装 `cuda.h` 的 `CUDA_VERSION` 与上文相同时才比较；否则说明为何不比较。
 """
 
 OUTSIDE = "CUDA_UNGROUPED"  # a declaration after a group's end and before the next group
