@@ -20,7 +20,10 @@
 # The output of every mutant that was not caught is printed after the runs.
 #
 # Environment: BUILD (the course's build folder, default build), MAKE, DRIVER_PROBE (a
-# driver-probe binary: its exit code says whether a GPU is usable), MUTATE_RUN=0 (build only).
+# driver-probe binary: its exit code says whether a GPU is usable), MUTATE_RUN=0 (build only),
+# MUTATE_TIMEOUT (seconds a mutant may run, default 60).
+# Each mutant's result is also written, one "NN-topic/NAME<TAB>result" line each, to
+# BUILD/mutate-results.txt, headed by the GPU it ran on.
 # Exit code: 0 when every mutant applied and built and, where run, was caught or could not
 # apply here (exit 77: "not applicable"); 1 otherwise.
 set -uo pipefail
@@ -106,7 +109,7 @@ run_mutant() {
     local patch=$1 dir=$2 lesson=$3 program=$4 check=$5 code reasons
     local -a arguments
     read -r -a arguments <<<"$(header Arguments "$patch")"
-    (cd "$dir" && timeout 60 "$dir/build/$lesson/$program" "${arguments[@]}") >"$dir/run.log" 2>&1
+    (cd "$dir" && timeout "${MUTATE_TIMEOUT:-60}" "$dir/build/$lesson/$program" "${arguments[@]}") >"$dir/run.log" 2>&1
     code=$?
     if [ $code -eq 77 ]; then
         echo "not applicable here: $(skip_reason "$dir/run.log")" >"$dir/status"
@@ -148,6 +151,7 @@ if [ $run_gpu = 1 ]; then
 fi
 
 rows=()
+results=()
 bad=0
 caught=0
 for patch in "${patches[@]}"; do
@@ -173,7 +177,17 @@ for patch in "${patches[@]}"; do
         esac
     fi
     rows+=("$(printf '%-46s %-58s %s' "$name" "$check" "$status")")
+    results+=("$(printf '%s\t%s' "$name" "$status")")
 done
+
+{
+    if [ $run_gpu = 1 ]; then
+        echo "# ran on: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1) | devices: $(nvidia-smi -L 2>/dev/null | wc -l)"
+    else
+        echo "# built only: no usable GPU"
+    fi
+    printf '%s\n' "${results[@]}"
+} >"$build/mutate-results.txt"
 
 printf '\n%-46s %-58s %s\n' "mutant" "expected check" "result"
 printf '%s\n' "$(printf '%.0s-' {1..130})"
