@@ -1,4 +1,4 @@
-// Lesson 06, program 2 of 4 — the JIT: its options, its logs, its refusals, and cuLink.
+// Lesson 06, program 4 of 6 — the JIT: its options, its logs, its refusals, and cuLink.
 //
 // When the driver gets PTX it compiles it with its own ptxas (the JIT). Options passed with
 // the load give that compiler's logs and timings; the error log is what makes a PTX failure

@@ -1,4 +1,4 @@
-// Lesson 06, program 4 of 4 — what loading and launching cost.
+// Lesson 06, program 6 of 6 — what loading and launching cost.
 //
 // The plain run times a module load, cuModuleGetFunction and a kernel's first and second
 // launch, and asks the driver whether the kernel was loaded before its first launch.

@@ -1,4 +1,4 @@
-// Lesson 06, program 1 of 4 — load a module four ways, launch with kernelParams.
+// Lesson 06, program 3 of 6 — load a module four ways, launch with kernelParams.
 //
 // Device code reaches the driver as a module: PTX text (compiled by the driver's JIT), a
 // cubin (SASS for one GPU family) or a fatbin (several cubins plus PTX). This program loads

@@ -1,4 +1,4 @@
-// Lesson 06, program 3 of 4 — the parameter buffer: cuLaunchKernel's other argument style.
+// Lesson 06, program 5 of 6 — the parameter buffer: cuLaunchKernel's other argument style.
 //
 // With `extra` and CU_LAUNCH_PARAM_BUFFER_POINTER the program passes all of a kernel's
 // arguments packed into one buffer, so it must put each one at the offset the kernel reads

@@ -29,7 +29,11 @@ using namespace harness;
 namespace {
 
 const std::string kLesson = "06-module-and-launch";
-const std::vector<std::string> kPrograms = {"load_and_launch", "jit_and_link", "param_buffer", "launch_bench"};
+const std::vector<std::string> kPrograms = {"first_kernel", "embedded_fatbin", "load_and_launch",
+                                            "jit_and_link", "param_buffer",    "launch_bench"};
+// The programs that read their module files before cuInit and print the variables that steer the
+// driver (driver_env.h); first_kernel and embedded_fatbin keep to the shortest path.
+const std::vector<std::string> kModulePrograms = {"load_and_launch", "jit_and_link", "param_buffer", "launch_bench"};
 
 // The module files each program reads before it calls the driver.
 std::vector<std::string> moduleFilesOf(const std::string& program) {
@@ -196,13 +200,26 @@ TEST_CASE("The Makefile builds lesson 06's kernels to PTX, cubin and fatbin, rel
     CHECK(static_cast<unsigned char>(cubin[16]) == 2);
 }
 
-TEST_CASE("Lesson 06 lists its four programs in the order make run-06 runs them", "[cpu][lesson06]") {
+TEST_CASE("Lesson 06 lists its six programs in the order make run-06 runs them", "[cpu][lesson06]") {
     CHECK(lessonPrograms(kLesson) == kPrograms);
+}
+
+TEST_CASE("Lesson 06's embedded_fatbin carries vector_ops.fatbin byte for byte, from the header bin2c generated",
+          "[cpu][lesson06]") {
+    const std::string fatbin = readText(moduleDir() + "/vector_ops.fatbin");
+    REQUIRE(fatbin.size() > 16);
+    // The generated header: a const array of unsigned long long (8-byte aligned), named as the program expects.
+    const std::string header = readText(moduleDir() + "/vector_ops_fatbin.h");
+    CHECK(contains(header, "static const unsigned long long kVectorOpsFatbin[]"));
+    // bin2c writes the words in the host's byte order, so the executable holds the file's bytes as they are.
+    CHECK(contains(readText(lessonBinary(kLesson, "embedded_fatbin")), fatbin));
+    // first_kernel loads the file at run time instead: the image is not inside it.
+    CHECK_FALSE(contains(readText(lessonBinary(kLesson, "first_kernel")), fatbin));
 }
 
 TEST_CASE("Each lesson 06 program started without its kernels folder names every module file it tried and exits 1",
           "[cpu][lesson06][fault]") {
-    for (const auto& name : kPrograms) {
+    for (const auto& name : kModulePrograms) {
         INFO(name);
         const ProgramCopy copy(name);
         RunOptions options;
@@ -292,6 +309,52 @@ TEST_CASE("Lesson 06 runs a cubin only within its SM family, upwards", "[cpu][le
 
 // ---------------------------------------------------------------------------
 // GPU: the lesson's own checks, read from its output.
+
+TEST_CASE("Lesson 06's first kernel adds every one of its elements exactly", "[gpu][lesson06]") {
+    requireGpu();
+    for (const char* name : {"first_kernel", "embedded_fatbin"}) {
+        INFO(name);
+        const RunResult r = defaultRun(kLesson, name);
+        requireRan(r);
+        CHECK(r.exitCode == 0);
+        CHECK(contains(r.out, "check every element is a + b: ok"));
+        CHECK(valueOf(r.out, "elements") == "1048576");
+        CHECK(valueOf(r.out, "first mismatch") == "none");
+        CHECK(contains(r.out, "Result = PASS"));
+    }
+    CHECK(valueOf(defaultRun(kLesson, "first_kernel").out, "cuModuleLoad(kernels/vector_ops.fatbin)") == "loaded");
+    CHECK(valueOf(defaultRun(kLesson, "embedded_fatbin").out, "cuModuleLoadData(embedded fatbin)") == "loaded");
+}
+
+TEST_CASE("Lesson 06's embedded_fatbin passes copied alone into an empty folder, where first_kernel fails cleanly",
+          "[gpu][lesson06]") {
+    requireGpu();
+    namespace fs = std::filesystem;
+    const fs::path folder = fs::path(scratchDir()) / "lesson06-alone";
+    fs::remove_all(folder);
+    REQUIRE(fs::create_directories(folder));
+    const Cleanup removeFolder([folder] {
+        std::error_code ignored;
+        fs::remove_all(folder, ignored);
+    });
+    // Nothing beside the copies: no kernels/ folder.
+    for (const char* name : {"first_kernel", "embedded_fatbin"})
+        REQUIRE(copyFile(lessonBinary(kLesson, name), (folder / name).string(), 0755));
+    const RunResult embedded = run((folder / "embedded_fatbin").string());
+    attachToReport(embedded);
+    CHECK(embedded.exitCode == 0);
+    CHECK(contains(embedded.out, "check every element is a + b: ok"));
+    CHECK(contains(embedded.out, "Result = PASS"));
+    // first_kernel needs kernels/vector_ops.fatbin beside it: cuModuleLoad refuses, the program
+    // names the file it looked for, and exits 1 without a result.
+    const RunResult alone = run((folder / "first_kernel").string());
+    attachToReport(alone);
+    CHECK(alone.exitCode == 1);
+    CHECK(contains(alone.err, "CUDA driver call failed: cuModuleLoad(&module, fatbinPath.c_str())"));
+    CHECK(contains(alone.err, "CUDA_ERROR_FILE_NOT_FOUND"));
+    CHECK(contains(alone.err, "cannot load " + (folder / "kernels" / "vector_ops.fatbin").string()));
+    CHECK_FALSE(contains(alone.out, "Result = "));
+}
 
 TEST_CASE("Lesson 06 passes and vectorAdd is exact however its module was loaded", "[gpu][lesson06]") {
     requireGpu();
@@ -516,7 +579,8 @@ TEST_CASE("Lesson 06 with the PTX JIT disabled skips what needs it, says why, an
         requireRan(r);
         CHECK(r.exitCode == 0);
         CHECK(contains(r.out, "Result = PASS"));
-        CHECK(valueOf(r.out, "CUDA_DISABLE_PTX_JIT") == "1");
+        if (std::find(kModulePrograms.begin(), kModulePrograms.end(), name) != kModulePrograms.end())
+            CHECK(valueOf(r.out, "CUDA_DISABLE_PTX_JIT") == "1");
     }
     // With the JIT cache on, a PTX compiled by an earlier run would load from the cache even now:
     // the programs that load PTX turn the cache off, so the JIT is really asked.
@@ -561,7 +625,8 @@ TEST_CASE("Lesson 06 reports the module loading mode that CUDA_MODULE_LOADING as
             INFO(name);
             const RunResult each = runLesson(kLesson, options, name);
             CHECK(each.exitCode == 0);
-            CHECK(valueOf(each.out, "CUDA_MODULE_LOADING") == mode);
+            if (std::find(kModulePrograms.begin(), kModulePrograms.end(), name) != kModulePrograms.end())
+                CHECK(valueOf(each.out, "CUDA_MODULE_LOADING") == mode);
         }
     }
 }

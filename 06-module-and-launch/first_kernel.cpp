@@ -1,0 +1,95 @@
+// Lesson 06, program 1 of 6 — a first kernel: load it, launch it, check every element.
+//
+// The whole path from kernels/vector_ops.cu to a checked result: the primary context, the
+// fatbin the Makefile built, one kernel found by name, three buffers, one launch, one comparison.
+//
+//   first_kernel [--device N]
+#include <cuda.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "../common/check_driver.h"
+#include "../common/course_util.h"
+
+int main(int argc, char** argv) {
+    course::Arguments options;
+    if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", options)) return course::kExitUsage;
+
+    // Step 1: the primary context is the one the CUDA runtime, cuBLAS and TensorRT work in
+    // (lesson 04), so this kernel runs beside their work. Retaining it does not make it current.
+    course::printStep(1, "driver, device and the primary context");
+    CHECK_DRIVER(cuInit(0));
+    CUdevice device = 0;
+    CHECK_DRIVER(cuDeviceGet(&device, options.deviceOrdinal()));
+    CUcontext context = nullptr;
+    CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
+    CHECK_DRIVER(cuCtxSetCurrent(context));
+
+    // Step 2: the fatbin is looked for next to this executable, whatever the working directory.
+    course::printStep(2, "load the module");
+    const std::string fatbinPath = course::kernelPath("vector_ops.fatbin");
+    CUmodule module = nullptr;
+    if (REPORT_DRIVER(cuModuleLoad(&module, fatbinPath.c_str())) != CUDA_SUCCESS) {
+        std::fprintf(stderr, "cannot load %s: make build-06 builds it next to the program\n", fatbinPath.c_str());
+        return EXIT_FAILURE;
+    }
+    std::printf("cuModuleLoad(kernels/vector_ops.fatbin): loaded\n");
+
+    // Step 3: the kernel is declared extern "C", so its name in the module is plain "vectorAdd".
+    course::printStep(3, "find the kernel by name");
+    CUfunction vectorAdd = nullptr;
+    CHECK_DRIVER(cuModuleGetFunction(&vectorAdd, module, "vectorAdd"));
+    std::printf("cuModuleGetFunction(vectorAdd): found\n");
+
+    // Step 4: whole numbers below 2^24 add exactly in float, so the check below is equality.
+    course::printStep(4, "inputs on the device");
+    unsigned long long n = 1ull << 20;
+    const std::size_t bytes = n * sizeof(float);
+    std::vector<float> a(n), b(n), c(n);
+    for (unsigned long long i = 0; i < n; ++i) {
+        a[i] = static_cast<float>(i);
+        b[i] = static_cast<float>(2 * i);
+    }
+    CUdeviceptr dA = 0, dB = 0, dC = 0;
+    CHECK_DRIVER(cuMemAlloc(&dA, bytes));
+    CHECK_DRIVER(cuMemAlloc(&dB, bytes));
+    CHECK_DRIVER(cuMemAlloc(&dC, bytes));
+    CHECK_DRIVER(cuMemcpyHtoD(dA, a.data(), bytes));
+    CHECK_DRIVER(cuMemcpyHtoD(dB, b.data(), bytes));
+    std::printf("elements: %llu\n", n);
+
+    // Step 5: one pointer per kernel parameter. The driver copies each parameter from where its
+    // pointer points, as many bytes as the kernel's image gives that parameter, so each variable
+    // must have the parameter's exact type: CUdeviceptr for a pointer, unsigned long long for n.
+    course::printStep(5, "launch");
+    void* args[] = {&dA, &dB, &dC, &n};
+    const unsigned int blocks = static_cast<unsigned int>((n + 255) / 256);
+    CHECK_DRIVER(cuLaunchKernel(vectorAdd, blocks, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr));
+    // cuCtxSynchronize waits for the kernel and returns its error if it failed: a fault shows here.
+    CHECK_DRIVER(cuCtxSynchronize());
+    std::printf("launch: %u blocks x 256 threads\n", blocks);
+
+    // Step 6: every element, against the sum computed on the host.
+    course::printStep(6, "copy back and check");
+    CHECK_DRIVER(cuMemcpyDtoH(c.data(), dC, bytes));
+    unsigned long long mismatch = 0;
+    while (mismatch < n && c[mismatch] == a[mismatch] + b[mismatch]) ++mismatch;
+    if (mismatch == n) std::printf("first mismatch: none\n");
+    else std::printf("first mismatch: element %llu is %g, not %g\n", mismatch, c[mismatch], a[mismatch] + b[mismatch]);
+    course::Verdict verdict;
+    verdict.check("every element is a + b", mismatch == n);
+
+    // Step 7: release in reverse order of creation.
+    course::printStep(7, "release");
+    CHECK_DRIVER(cuMemFree(dC));
+    CHECK_DRIVER(cuMemFree(dB));
+    CHECK_DRIVER(cuMemFree(dA));
+    CHECK_DRIVER(cuModuleUnload(module));
+    CHECK_DRIVER(cuCtxSetCurrent(nullptr));
+    CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+    std::printf("released: 3 buffers, 1 module, the primary context\n");
+    return verdict.finish();
+}
