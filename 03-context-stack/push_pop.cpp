@@ -41,9 +41,18 @@ int main(int argc, char** argv) {
 
     // Step 2: cuCtxCreate makes a context AND pushes it on the calling thread's stack.
     // ctxB asks for blocking synchronisation so that step 3 has a flag to read back.
+    // ctxA is created with the CUDA 13 call itself: its second argument takes creation
+    // parameters, here none (no execution affinity, no CIG). CUDA 12 and earlier have no
+    // such argument; course::ctxCreate (common/cuda_compat.h) hides the difference, and the
+    // rest of the course calls it.
     course::printStep(2, "create two contexts: each creation pushes");
     CUcontext ctxA = nullptr;
+#if CUDA_VERSION >= 13000
+    CUctxCreateParams noParams = {};
+    CHECK_DRIVER(cuCtxCreate(&ctxA, &noParams, CU_CTX_SCHED_AUTO, device));
+#else
     CHECK_DRIVER(course::ctxCreate(&ctxA, CU_CTX_SCHED_AUTO, device));
+#endif
     view.name(ctxA, "ctxA");
     view.pushed(ctxA, "created ctxA (CU_CTX_SCHED_AUTO)");
 

@@ -1,5 +1,8 @@
 // Lesson 03, program 2 — what cuCtxSynchronize waits for.
 //
+// Optional: read after lesson 06. It holds a stream with cuStreamWaitValue32 on a word of
+// pinned host memory, which lessons 05 and 24 teach; make run-03 still runs it second.
+//
 // cuda.h: it "Blocks until the current context has completed all preceding requested
 // tasks" (and, when the current context is the primary context, green contexts too).
 // ctxA's stream is held at a gate: cuStreamWaitValue32 makes the stream wait until a word

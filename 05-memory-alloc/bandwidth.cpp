@@ -1,4 +1,4 @@
-// Lesson 05, program 4 — what pinned memory buys: copy bandwidth, pageable vs pinned,
+// Lesson 05, program 5 — what pinned memory buys: copy bandwidth, pageable vs pinned,
 // and pinned copies against the PCIe link's theoretical rate.
 //
 // The link's rate comes from Linux sysfs for this GPU's PCI address (pcie_link.h); the

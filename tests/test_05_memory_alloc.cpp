@@ -19,7 +19,8 @@ using namespace harness;
 namespace {
 
 const std::string kLesson = "05-memory-alloc";
-const std::vector<std::string> kPrograms = {"device_memory", "pinned_memory", "async_copies", "bandwidth"};
+const std::vector<std::string> kPrograms = {"device_memory", "pinned_memory", "async_copies", "streams_and_events",
+                                            "bandwidth"};
 // A fake sysfs tree: one PCI device per case (see its README.md).
 std::string fakeSysfs() {
     return repoRoot() + "/tests/fixtures/sysfs-pcie";
@@ -86,7 +87,7 @@ TEST_CASE("Lesson 05 rejects a --size that is not a positive multiple of 4 with 
     checkRefusesArguments(kLesson, {"--size"}, "device_memory");
 }
 
-TEST_CASE("Lesson 05 runs its four programs in order, each rejecting an unknown argument", "[cpu][lesson05]") {
+TEST_CASE("Lesson 05 runs its five programs in order, each rejecting an unknown argument", "[cpu][lesson05]") {
     CHECK(lessonPrograms(kLesson) == kPrograms);
     for (const auto& program : kPrograms) {
         for (const std::vector<std::string>& args : {std::vector<std::string>{"--bogus"}, {"--device", "x"}})
@@ -285,6 +286,26 @@ TEST_CASE("Lesson 05 shows a pinned async download queued, not run, when its cal
     CHECK(valueOf(r.out, "pinned destination while the stream is held") == "still all zero");
     CHECK(valueOf(r.out, "pinned destination after cuStreamSynchronize") == "equal to the source");
     checkAllHeld(r, {"pinned download not run when its call returns", "pinned download lands once the stream runs"});
+}
+
+TEST_CASE("Lesson 05 orders stream B after an event of stream A, times a copy and waits on a blocking event",
+          "[gpu][lesson05]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson, "streams_and_events");
+    REQUIRE(r.exitCode == 0);
+    // Timing is printed, never compared: only its two checks, which no clock can break.
+    const auto upload = valueOf(r.out, "upload of 64 MiB between the events");
+    REQUIRE(upload);
+    CHECK(std::regex_match(*upload, std::regex("[0-9]+\\.[0-9]{3} ms \\([0-9]+\\.[0-9]{2} GB/s\\)")));
+    CHECK(valueOf(r.out, "cuEventQuery(blocking) after cuEventSynchronize") == "CUDA_SUCCESS");
+    checkAllHeld(r, {"event time is positive", "event time within the host clock around it",
+                     "blocking event complete after cuEventSynchronize"});
+    if (contains(r.out, "section held stream: SKIP ("))
+        SKIP("cuStreamWaitValue32 on host memory is not supported here");
+    // Deterministic, no clock: stream A is held by the gate, and B waits for A's event.
+    CHECK(valueOf(r.out, "cuStreamQuery(B) while A is held, watched for 50 ms") == "CUDA_ERROR_NOT_READY");
+    CHECK(valueOf(r.out, "words B copied back that hold A's value 0x600dcafe") == "16777216 of 16777216");
+    checkAllHeld(r, {"stream B waits for A's event", "B's copy reads A's memset"});
 }
 
 TEST_CASE("Lesson 05 writes pinned memory through the address cuMemHostGetDevicePointer gives", "[gpu][lesson05]") {
