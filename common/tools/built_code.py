@@ -168,25 +168,42 @@ def _preprocess(path, macros, active, absent, unknown, visiting):
     visiting.discard(path)
 
 
+def _closing(code, at, opening, closing):
+    """The index of the bracket that closes the one at `at`, or -1."""
+    depth = 0
+    for j in range(at, len(code)):
+        depth += (code[j] == opening) - (code[j] == closing)
+        if depth == 0:
+            return j
+    return -1
+
+
+# What may stand between a function's parameter list and its body: qualifiers, a trailing return
+# type, a constructor's initialiser list.
+BETWEEN = re.compile(r"\s*(?:(?:const|noexcept|override|final|mutable)\b\s*)*(?:->\s*[\w:<>,\s*&]+)?"
+                     r"(?::\s*[\w:]+\s*[({][^;{}]*[)}]\s*(?:,\s*[\w:]+\s*[({][^;{}]*[)}]\s*)*)?\{")
+
+
 def _functions(code):
     """(name, start of the body, end of the body) of each function defined at namespace or class level."""
     found, taken_until = [], 0
-    for m in re.finditer(r"(~?[A-Za-z_]\w*)\s*\(([^()]|\([^()]*(\([^()]*\))?[^()]*\))*\)\s*"
-                         r"(?:const\s*)?(?:noexcept\s*)?(?:override\s*)?(?:->\s*[\w:<>,\s*&]+)?"
-                         r"(?::\s*[^{;]*?)?\{", code):
+    for m in re.finditer(r"(~?[A-Za-z_]\w*)\s*\(", code):
         if m.start() < taken_until or m.group(1) in KEYWORDS:
             continue
+        close = _closing(code, m.end() - 1, "(", ")")
+        if close < 0:
+            continue
+        after = BETWEEN.match(code, close + 1)
+        if not after:
+            continue
         before = code[:m.start()].rstrip()
-        if before.endswith("]") or before.endswith("=") or before.endswith("return"):
+        if before.endswith("]") or before.endswith("=") or before.endswith("return") or before.endswith(","):
             continue  # a lambda or an initialiser, not a definition
-        depth, j = 0, m.end() - 1
-        while j < len(code):
-            depth += {"{": 1, "}": -1}.get(code[j], 0)
-            if depth == 0:
-                break
-            j += 1
-        taken_until = j
-        found.append((m.group(1), m.end(), j))
+        body = after.end() - 1
+        end = _closing(code, body, "{", "}")
+        end = len(code) - 1 if end < 0 else end
+        taken_until = end
+        found.append((m.group(1), body + 1, end))
     return found
 
 
