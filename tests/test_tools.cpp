@@ -327,8 +327,8 @@ TEST_CASE("The bench capture runs a lesson's --bench programs and fills both REA
           "################ 99-demo/launch --bench ################\nResult = SKIP (needs two GPUs)\n"
           "captured-on: NVIDIA Stand-in | devices: 1 | make bench\n");
 
-    // Both READMEs get the block at the end of their Expected output section, and a second fill
-    // replaces it instead of adding another.
+    // Both READMEs get the block, folded, at the end of their Expected output section, and a second
+    // fill replaces it instead of adding another.
     REQUIRE(writeFile(lesson + "/README.md", "# Demo\n## Expected output\nIt prints.\n\n## Pitfalls\nNone.\n"));
     REQUIRE(writeFile(lesson + "/README.zh-CN.md", "# 演示\n## 预期输出\n它会打印。\n\n## 常见陷阱\n无。\n"));
     REQUIRE(writeFile(lesson + "/bench.txt", capture.out));
@@ -345,7 +345,8 @@ TEST_CASE("The bench capture runs a lesson's --bench programs and fills both REA
         const std::string text = readText(lesson + name);
         CHECK(contains(text, "<!-- bench-output:begin -->\n" + block));
         CHECK(contains(text, fenced));
-        CHECK(contains(text, "SKIP (needs two GPUs)\n```\n<!-- bench-output:end -->\n\n## "));
+        CHECK(contains(text, "SKIP (needs two GPUs)\n```\n<!-- bench-output:end -->\n\n</details>\n\n## "));
+        CHECK(contains(text, "<details>\n<summary>"));
     }
     // A capture without its make-bench marker is refused.
     REQUIRE(writeFile(lesson + "/plain.txt", "bench: copy = 1.5 us\ncaptured-on: NVIDIA Stand-in | devices: 1\n"));

@@ -66,8 +66,12 @@ def with_bench(text: str, block: str, section: str, name: str):
     current = re.compile(re.escape(BENCH_BEGIN) + r".*?" + re.escape(BENCH_END), re.S)
     if current.search(text):
         return current.sub(lambda _: block, text, count=1)
-    if OLD_BENCH.search(text):
-        return OLD_BENCH.sub(lambda _: folded(block, name), text, count=1)
+    old = OLD_BENCH.search(text)
+    if old:
+        # An older block a page already folds keeps its fold; one that stands in the open gets one.
+        before = text[:old.start()]
+        inside = before.rfind("<details>") > before.rfind("</details>")
+        return text[:old.start()] + (block if inside else folded(block, name)) + text[old.end():]
     block = folded(block, name)
     start = text.find("\n" + section + "\n")
     if start < 0:
