@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -100,7 +101,7 @@ std::string courseCopy() {
     namespace fs = std::filesystem;
     const std::string copy = scratchDir() + "/coverage-fixture";
     fs::remove_all(copy);
-    const std::set<std::string> sources = {".cpp", ".h", ".hpp", ".cu", ".cuh"};
+    const std::set<std::string> sources = {".cpp", ".h", ".hpp", ".cu", ".cuh", ".mk"};
     for (const auto& lesson : lessonFolders()) {
         for (const auto& entry : fs::recursive_directory_iterator(repoRoot() + "/" + lesson)) {
             if (!entry.is_regular_file() || sources.count(entry.path().extension().string()) == 0) continue;
@@ -113,7 +114,29 @@ std::string courseCopy() {
     for (const auto& entry : fs::directory_iterator(repoRoot() + "/common"))
         if (entry.is_regular_file())
             REQUIRE(copyFile(entry.path().string(), copy + "/common/" + entry.path().filename().string()));
+    // The mutants and the record of their GPU run, which prove the checked rows.
+    for (const auto& entry : fs::recursive_directory_iterator(repoRoot() + "/tests/mutants")) {
+        if (!entry.is_regular_file()) continue;
+        const std::string relative = fs::relative(entry.path(), repoRoot()).string();
+        fs::create_directories(fs::path(copy + "/" + relative).parent_path());
+        REQUIRE(copyFile(entry.path().string(), copy + "/" + relative));
+    }
+    for (const char* table : {"/COVERAGE.md", "/COVERAGE.zh-CN.md"})
+        REQUIRE(copyFile(repoRoot() + table, copy + table));
     return copy;
+}
+
+// The terminal row of a function in the tool's output ("  cuX   checked   03(name) 05(shown)").
+std::string terminalRow(const std::string& out, const std::string& function) {
+    for (const auto& line : lines(out))
+        if (line.rfind("  " + function + " ", 0) == 0) return line;
+    return "";
+}
+
+// Whether the row credits lesson NN ("28" or "28(...)" among its cells).
+bool credits(const std::string& row, const std::string& number) {
+    return contains(row, " " + number + "(") || contains(row, " " + number + " ") ||
+           (row.size() >= number.size() && row.compare(row.size() - number.size(), number.size(), number) == 0);
 }
 
 }  // namespace
@@ -241,4 +264,141 @@ TEST_CASE("The coverage notes name only functions of cuda.h and lessons that exi
     for (const char* required :
          {"cuMulticast*", "cuDeviceGetNvSciSyncAttributes", "cuDeviceGetLuid", "cuGetExportTable"})
         CHECK(excluded.count(required) == 1);
+}
+
+TEST_CASE("Every checked row of COVERAGE.md names a mutant that breaks the call and was caught on a GPU",
+          "[cpu][coverage]") {
+    if (const std::string why = otherCudaVersion(); !why.empty()) SKIP(why);
+    const RunResult r = runTool({"--verify"});
+    INFO(r.out << r.err);
+    CHECK(r.exitCode == 0);
+    CHECK(contains(r.out, "was caught on a GPU"));
+}
+
+TEST_CASE("The proof check refuses a checked row whose mutant is missing, breaks another call or was not caught",
+          "[cpu][coverage]") {
+    if (const std::string why = otherCudaVersion(); !why.empty()) SKIP(why);
+    const std::string copy = courseCopy();
+    REQUIRE(runTool({"--root", copy, "--verify"}).exitCode == 0);
+    const std::string table = readText(copy + "/COVERAGE.md");
+    // The first checked row, and the first lesson its row proves with a mutant: "[NN](NN-topic/) `name`".
+    std::string row, function, lesson, proof;
+    for (const auto& line : lines(table)) {
+        std::smatch match;
+        static const std::regex proven("^\\| \\[`(cu\\w+)`\\][^|]*\\| checked \\|.*?\\]\\(([0-9][0-9]-[a-z0-9-]+)/\\) `([^`]+)`");
+        if (std::regex_search(line, match, proven)) {
+            row = line, function = match[1], lesson = match[2], proof = match[3];
+            break;
+        }
+    }
+    REQUIRE_FALSE(proof.empty());
+    const auto withRow = [&](const std::string& replacement) {
+        std::string edited = table;
+        edited.replace(edited.find(row), row.size(), replacement);
+        REQUIRE(writeFile(copy + "/COVERAGE.md", edited));
+        const RunResult r = runTool({"--root", copy, "--verify"});
+        INFO(r.out << r.err);
+        CHECK(r.exitCode == kStale);
+        return r.err;
+    };
+    std::string changed = row;
+    changed.replace(changed.find("`" + proof + "`"), proof.size() + 2, "`no-such-mutant`");
+    CHECK(contains(withRow(changed), function + " in " + lesson + ": mutant no-such-mutant does not exist"));
+    // A caught mutant of the same lesson whose patch never names the function proves nothing for it.
+    std::string other;
+    for (const auto& entry : std::filesystem::directory_iterator(copy + "/tests/mutants/" + lesson)) {
+        const std::string text = readText(entry.path().string());
+        if (!contains(text, function) && contains(readText(copy + "/tests/mutants/results.txt"),
+                                                   lesson + "/" + entry.path().stem().string() + "\tcaught"))
+            other = entry.path().stem().string();
+    }
+    REQUIRE_FALSE(other.empty());
+    changed = row;
+    changed.replace(changed.find("`" + proof + "`"), proof.size() + 2, "`" + other + "`");
+    CHECK(contains(withRow(changed), "mutant " + other + " changes no statement of " + lesson + " that calls " + function));
+    // A checked row that names no mutant at all.
+    changed = std::regex_replace(row, std::regex(" `[^`|]+`"), "");
+    CHECK(contains(withRow(changed), function + ": checked, but no lesson in its row names a mutant"));
+    // The record says the mutant was not caught, or holds another version of its patch.
+    REQUIRE(writeFile(copy + "/COVERAGE.md", table));
+    const std::string record = readText(copy + "/tests/mutants/results.txt");
+    const std::string line = lesson + "/" + proof + "\tcaught\t";
+    REQUIRE(contains(record, line));
+    std::string notCaught = record;
+    notCaught.replace(notCaught.find(line), line.size(), lesson + "/" + proof + "\tNOT CAUGHT\t");
+    REQUIRE(writeFile(copy + "/tests/mutants/results.txt", notCaught));
+    CHECK(contains(withRow(row), "mutant " + proof + " is not recorded caught on a GPU"));
+    std::string otherHash = record;
+    otherHash.replace(otherHash.find(line) + line.size(), 12, "000000000000");
+    REQUIRE(writeFile(copy + "/tests/mutants/results.txt", otherHash));
+    CHECK(contains(withRow(row), "mutant " + proof + " is not recorded caught on a GPU"));
+}
+
+TEST_CASE("The coverage scan counts only code the course builds and its programs reach", "[cpu][coverage]") {
+    namespace fs = std::filesystem;
+    if (const std::string why = otherCudaVersion(); !why.empty()) SKIP(why);
+    const std::string copy = courseCopy();
+    // A throw-away lesson whose calls hide, one trick each, where no build or run reaches them, beside
+    // three that a run does reach.
+    const std::string lesson = copy + "/98-throwaway";
+    fs::create_directories(lesson + "/extra");
+    REQUIRE(writeFile(lesson + "/main.cpp", R"(#include <cuda.h>
+#include <cudaTypedefs.h>
+#ifdef _WIN32
+static void windowsOnly() { cuGraphAddHostNode(nullptr, nullptr, nullptr, 0, nullptr); }
+#endif
+#if defined(NEVER_DEFINED_ANYWHERE)
+static void undefinedBranch() { cuGraphHostNodeSetParams(nullptr, nullptr); }
+#endif
+#if CUDA_VERSION >= 12000
+static void taken() {}
+#elif CUDA_VERSION >= 11000
+static void taken() { cuGraphAddChildGraphNode(nullptr, nullptr, nullptr, 0, nullptr); }
+#endif
+#if __has_include(<cudla.h>)
+static void jetsonOnly() { cuGraphAddBatchMemOpNode(nullptr, nullptr, nullptr, 0, nullptr); }
+#endif
+static void neverCalled() { cuGraphAddEventWaitNode(nullptr, nullptr, nullptr, 0, nullptr); }
+#define NEVER_EXPANDED() cuGraphDestroyNode(nullptr)
+#define EXPANDED() cuGraphEventWaitNodeSetEvent(nullptr, nullptr)
+using Unused = PFN_cuCtxSetFlags_v12010;
+static void reached() { cuGraphExecEventWaitNodeSetEvent(nullptr, nullptr, nullptr); }
+int main() {
+    if (false) {
+        cuGraphAddEventRecordNode(nullptr, nullptr, nullptr, 0, nullptr);
+    }
+    const char* named = "cuGraphExecEventRecordNodeSetEvent";
+    (void)named;
+    PFN_cuGraphEventRecordNodeSetEvent_v11010 setEvent = nullptr;
+    setEvent(nullptr, nullptr);
+    EXPANDED();
+    reached();
+    taken();
+    return 0;
+}
+)"));
+    REQUIRE(writeFile(lesson + "/extra/never_built.cpp", "#include <cuda.h>\nint f() { return cuCtxGetId(nullptr, nullptr); }\n"));
+    const RunResult r = runTool({"--root", copy});
+    INFO(r.out << r.err);
+    REQUIRE(r.exitCode == 0);
+    for (const char* hidden : {"cuGraphAddHostNode", "cuGraphHostNodeSetParams", "cuGraphAddChildGraphNode",
+                               "cuGraphAddBatchMemOpNode", "cuGraphAddEventWaitNode", "cuGraphDestroyNode",
+                               "cuCtxSetFlags", "cuGraphAddEventRecordNode", "cuGraphExecEventRecordNodeSetEvent",
+                               "cuCtxGetId"}) {
+        INFO(hidden << ": " << terminalRow(r.out, hidden));
+        CHECK_FALSE(credits(terminalRow(r.out, hidden), "98"));
+    }
+    for (const char* reached : {"cuGraphExecEventWaitNodeSetEvent", "cuGraphEventWaitNodeSetEvent",
+                                "cuGraphEventRecordNodeSetEvent"}) {
+        INFO(reached << ": " << terminalRow(r.out, reached));
+        CHECK(credits(terminalRow(r.out, reached), "98"));
+    }
+    CHECK(contains(r.out, "98-throwaway: a branch that needs <cudla.h>, absent on x86-64, is not counted"));
+    // A "pointer" note that names a function the code names only in a string is refused.
+    REQUIRE(writeFile(copy + "/notes.txt",
+                      readText(copy + "/common/coverage-notes.txt") +
+                          "\npointer | cuGraphExecEventRecordNodeSetEvent | 98 | called through a pointer | 经指针调用\n"));
+    const RunResult noted = runTool({"--root", copy, "--notes", copy + "/notes.txt", "--quiet"});
+    CHECK(noted.exitCode == 2);
+    CHECK(contains(noted.err, "98-throwaway no longer names cuGraphExecEventRecordNodeSetEvent"));
 }

@@ -203,7 +203,7 @@ def _functions(code):
         end = _closing(code, body, "{", "}")
         end = len(code) - 1 if end < 0 else end
         taken_until = end
-        found.append((m.group(1), body + 1, end))
+        found.append((m.group(1), body + 1, end, m.start()))
     return found
 
 
@@ -253,15 +253,17 @@ def built_code(root, lesson, strip, version):
     for path, text in code.items():
         spans = _functions(text)
         last = 0
-        for name, start, end in spans:
+        for name, start, end, signature in spans:
             short = name.split("::")[-1]
             bodies.setdefault(short, []).append((path, start, end))
-            outside.append(text[last:start])
+            outside.append(text[last:signature])  # a definition's own name does not reach it
             last = end
         outside.append(text[last:])
         for m in re.finditer(r"define\s+(\w+)\(", text):
             line_end = text.find("\n", m.end())
             bodies.setdefault(m.group(1), []).append((path, m.end(), len(text) if line_end < 0 else line_end))
+    # A macro's definition does not reach the macro either.
+    outside = [re.sub(r"define\s+\w+\([^\n]*", " ", piece) for piece in outside]
     names = lambda text: set(re.findall(r"~?\b[A-Za-z_]\w*", text))
     reached, todo = set(), ["main"] + sorted(names("\n".join(outside)) & set(bodies))
     while todo:
@@ -283,9 +285,10 @@ def built_code(root, lesson, strip, version):
     return code, sorted(unknown), sorted(absent)
 
 
-def pointer_calls(code, header_fold):
+def pointer_calls(code, header_fold, variables_of=None):
     """Functions called through a cudaTypedefs.h pointer: a variable declared with PFN_cu… (or an alias of
-    it) that the code calls, or a PFN_cu… cast called at once."""
+    it) that the code calls, or a PFN_cu… cast called at once. variables_of, when given, gets for each
+    such function the names of its pointer variables."""
     credited = set()
     types = {}
     for alias, typedef in re.findall(r"\busing\s+(\w+)\s*=\s*(PFN_cu\w+)", code):
@@ -303,4 +306,6 @@ def pointer_calls(code, header_fold):
         called = called or re.search(rf"cast<\s*{spelled}\s*>\s*\([^;]*?\)\s*\(", code)
         if called:
             credited.add((function, re.sub(r"_v[0-9]+.*", "", typedef)))
+            if variables_of is not None:
+                variables_of.setdefault(function, set()).update(variables)
     return credited

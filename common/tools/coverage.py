@@ -6,6 +6,9 @@ whose programs call it, whether a check of that program depends on it, and the t
 
   (no option)  print the table
   --write      print it and rewrite COVERAGE.md and COVERAGE.zh-CN.md in the root (make coverage)
+  --verify     read the committed COVERAGE.md on its own: each checked row must name, per lesson, a mutant
+               that exists, changes a statement calling the function, and is recorded caught on a GPU
+               (tests/mutants/results.txt); exit 1 naming each row that does not
   --check      compare with the committed COVERAGE.md and COVERAGE.zh-CN.md (the CPU test runs this):
                exit 0 when they are what this run generates, 1 when they are stale (each function
                whose lessons changed is named), 77 when they were made from another CUDA_VERSION
@@ -28,6 +31,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import built_code  # noqa: E402
+import mutant_proof  # noqa: E402
 
 EXIT_STALE = 1
 EXIT_ERROR = 2
@@ -49,46 +53,45 @@ How the table is counted (`common/tools/coverage.py`, run by `make coverage`):
   whose every declaration is marked `__CUDA_DEPRECATED` is left out. Each function sits in the
   section of the `\\defgroup` it is declared under; links go to that group's page of the Driver API
   reference (the reference's per-function anchors are opaque hashes, so they are not derived).
-- **Called.** A lesson calls a function when its program sources (`NN-topic/**/*.cpp`, `*.h`, `*.cu`,
-  `standalone/` included, `kernels/` device code and `tests/` excluded), after removing comments,
-  string and character literals, contain the name (any variant) followed by `(`. Also counted:
-  a call of a `common/` helper written `course::helper(` whose body calls the function
-  (`course::ctxCreate` for `cuCtxCreate`: the version shim of `common/cuda_compat.h`), marked
-  "via"; a pointer of the `cudaTypedefs.h` type `PFN_cu…` that the lesson declares and calls
-  (lesson 08's `cuGetProcAddress` and `dlsym` results), marked "through"; and a call through a
-  pointer of a hand-written type, listed in `common/coverage-notes.txt` ("pointer"). The error
-  macros (`CHECK_DRIVER`, `REPORT_DRIVER`) are not followed: the `cuGetErrorName` and
-  `cuGetErrorString` calls they make on a failure count only for a lesson that calls those
-  functions or `course::driverErrorName`/`driverErrorString` itself. Calls in `common/` that no
-  lesson reaches that way count for no lesson.
-- **Checked or shown only.** A call counts as checked unless `common/coverage-notes.txt` marks that
-  lesson's call "shown": no `check` line of the program depends on what it gives back (the value
-  is only printed, or the call only demonstrated). A value the program compares, computes with or
-  decides on (a size, a branch, a SKIP) is used; a call that acts (allocate, copy, launch, release)
-  is checked through the data its program checks and through `CHECK_DRIVER`, which ends the program
-  without `Result = PASS` when the call fails. A function is *called and checked* when at least one
-  lesson calls it and no note marks that lesson's call as shown (those lessons are listed plainly),
-  *shown only* when every lesson that calls it is marked shown (`*` after the lesson). Whether a
-  check depends on a call cannot be read from the source, so the notes are kept by hand, from
-  reading the lessons.
+- **Called: only what the course builds and runs** (`common/tools/built_code.py`). The files the
+  Makefile compiles into a lesson's programs (each program's `.cpp` and the `_SOURCES` of its
+  `lesson.mk`, or every top-level `.cpp`/`.cu` of a one-program lesson, and `standalone/*.cpp`) and the
+  headers they include; the preprocessor branches the course's x86-64 build takes (`CUDA_VERSION` of
+  this `cuda.h`, every optional package the course installs, the `-D` flags of `lesson.mk`; the
+  Jetson-only `<cudla.h>` absent); only functions reachable from a program's `main`, macros only where
+  used, nothing under `if (false)`; comments and strings removed. There a call is the name followed by
+  `(`; a call of a `common/` helper written `course::helper(` counts for the functions its body calls
+  ("via"); a pointer of a `cudaTypedefs.h` type `PFN_cu…` counts only where the code calls it
+  ("through"). The error macros are not followed: `cuGetErrorName` and `cuGetErrorString` count only
+  where a lesson calls them or `course::driverErrorName`/`driverErrorString` itself.
+- **Checked: proven by a caught mutant.** A lesson's call counts as checked only when a mutant of that
+  lesson (`tests/mutants/NN-topic/*.patch`) changes a statement that makes the call (drops it, gives it
+  a wrong argument, or corrupts what it returns) and `make mutate` on a GPU caught it: the program's
+  named check failed. `tests/mutants/results.txt` records each mutant's result with the hash of its
+  patch (`common/tools/record-mutants.py`); a patch changed since it ran proves nothing. The Lessons
+  column names the mutant after the lesson. Any other call is **shown**: the notes give the reason
+  (`common/coverage-notes.txt`: only printed, or only demonstrated), or the table says that no mutant
+  breaks it yet. A function is *checked* when at least one lesson's call is, *shown* when every call
+  is shown (`*` after the lesson).
 - **Excluded.** Functions the course will not call, each with its reason, listed in the notes.
-  They are not in the "called and checked" count, even if a lesson names them.
+  They are not counted as checked, even if a lesson names them.
 - A lesson counts whether or not this machine can run it (lesson 09 needs a Jetson, lesson 10
-  EGL): the table reads the sources, it does not run them.
+  EGL): the table reads the sources and the record of a GPU run; it does not run the programs.
 - **Kept fresh.** `make test` (and so CI) runs `coverage.py --check`: it fails, naming each function
-  and lesson that changed, when this table is not what the lessons and notes give now. It compares
-  only when the installed `cuda.h` has the `CUDA_VERSION` above; otherwise it says why it does not.
+  and lesson that changed, when this table is not what the lessons, mutants, record and notes give
+  now. It compares only when the installed `cuda.h` has the `CUDA_VERSION` above; otherwise it says
+  why it does not.
 """
 
 RULES_ZH = """\
 统计规则（`common/tools/coverage.py`，由 `make coverage` 运行）：
 
 - **现行函数。** 所用 `cuda.h` 中每个 `CUresult CUDAAPI cu…(` 声明（单行或跨行），不含其 `#if defined(__CUDA_API_VERSION_INTERNAL)` 旧 ABI 段。`_v2`/`_v3`/`_v4` 与 `_ptsz`/`_ptds` 变体合并为一个名字，被 `#define` 映射到另一个函数的名字也合并（`cuGraphInstantiate` 即 `cuGraphInstantiateWithFlags`）。所有声明都带 `__CUDA_DEPRECATED` 的名字不计入。每个函数归入其声明所在的 `\\defgroup` 小节；链接指向 Driver API 参考中该组的页面（参考文档中单个函数的锚点是不透明的哈希，无法推导，故不生成）。
-- **调用。** 课程程序源码（`NN-topic/**/*.cpp`、`*.h`、`*.cu`，含 `standalone/`，不含 `kernels/` 设备代码与 `tests/`）去掉注释、字符串与字符字面量之后，若出现该名字（任一变体）后接 `(`，即算该课调用了它。另外也计入：写作 `course::helper(` 的 `common/` 辅助函数调用，其函数体调用了该函数（如 `course::ctxCreate` 之于 `cuCtxCreate`，即 `common/cuda_compat.h` 的版本适配），标注“经”；课程声明并调用的 `cudaTypedefs.h` 类型 `PFN_cu…` 指针（第 08 课通过 `cuGetProcAddress` 与 `dlsym` 取得的指针），标注“经指针”；以及通过手写类型指针的调用，列于 `common/coverage-notes.txt`（“pointer”）。错误检查宏（`CHECK_DRIVER`、`REPORT_DRIVER`）不展开：它们在失败时调用的 `cuGetErrorName`、`cuGetErrorString` 只算给自己调用这些函数或 `course::driverErrorName`/`driverErrorString` 的课。没有课程以上述方式用到的 `common/` 调用不算给任何一课。
-- **检查与仅展示。** 一次调用默认算作“已检查”，除非 `common/coverage-notes.txt` 把该课的调用标为 “shown”：程序中没有任何 `check` 行依赖它返回的东西（值只被打印，或调用只作演示）。程序拿来比较、计算或据以决定行为（大小、分支、SKIP）的值算作被使用；执行动作的调用（分配、复制、启动、释放）通过程序所检查的数据以及 `CHECK_DRIVER` 得到检查——调用失败时 `CHECK_DRIVER` 会在打印 `Result = PASS` 之前结束程序。若至少有一课调用某函数且该课的调用未被标为 shown（这些课直接列出），该函数即“已调用并检查”；若调用它的每一课都标为 shown（课号后带 `*`），则为“仅展示”。检查是否依赖某次调用无法从源码自动判断，所以这些标注靠阅读课程手工维护。
-- **排除。** 课程不会调用的函数，各附理由，列在标注文件中；即使有课程提到它们，也不计入 “已调用并检查”。
-- 一课是否计入与本机能否运行它无关（第 09 课需要 Jetson，第 10 课需要 EGL）：本表读源码，不运行程序。
-- **保持最新。** `make test`（以及 CI）会运行 `coverage.py --check`：若本表与课程和标注当前给出的结果不一致，它会失败，并指出每个发生变化的函数和课程。仅当所装 `cuda.h` 的 `CUDA_VERSION` 与上文相同时才比较；否则说明为何不比较。
+- **调用：只算课程构建并运行的代码**（`common/tools/built_code.py`）。Makefile 编译进各课程序的文件（每个程序的 `.cpp` 及其 `lesson.mk` 中的 `_SOURCES`，单程序课的每个顶层 `.cpp`/`.cu`，以及 `standalone/*.cpp`）和它们包含的头文件；课程的 x86-64 构建所走的预处理分支（本 `cuda.h` 的 `CUDA_VERSION`、课程会安装的每个可选软件包、`lesson.mk` 的 `-D` 选项；仅 Jetson 才有的 `<cudla.h>` 视为不存在）；只算从程序的 `main` 可达的函数、被使用的宏，`if (false)` 之下的语句不算；注释和字符串去掉。在这些代码中，名字后接 `(` 即为调用；写作 `course::helper(` 的 `common/` 辅助函数调用，算作调用其函数体所调用的函数（“经”）；`cudaTypedefs.h` 的 `PFN_cu…` 类型指针只在代码调用它时才算（“经指针”）。错误检查宏不展开：`cuGetErrorName` 和 `cuGetErrorString` 只算给自己调用它们或 `course::driverErrorName`/`driverErrorString` 的课。
+- **已检查：由被捕获的变异体证明。** 一课的调用只有在满足下列条件时才算已检查：该课的某个变异体（`tests/mutants/NN-topic/*.patch`）改动了发出这次调用的语句（删掉它、给它错误的参数，或破坏它返回的结果），并且 `make mutate` 在 GPU 上捕获了它，即程序中对应名字的检查失败。`tests/mutants/results.txt` 记录每个变异体的结果及其补丁的哈希（`common/tools/record-mutants.py`）；补丁在运行之后又改过，就什么也证明不了。“课程”一栏在课号后写出该变异体的名字。其余调用都是**仅展示**：或者标注文件给出理由（`common/coverage-notes.txt`：只打印，或只作演示），或者本表说明还没有变异体破坏它。某课的调用只要有一次已检查，该函数即为“已检查”；每次调用都是仅展示时（课号后带 `*`），该函数为“仅展示”。
+- **排除。** 课程不会调用的函数，各附理由，列在标注文件中；即使有课程提到它们，也不计入已检查。
+- 一课是否计入与本机能否运行它无关（第 09 课需要 Jetson，第 10 课需要 EGL）：本表读取源码和 GPU 运行的记录，不运行程序。
+- **保持最新。** `make test`（以及 CI）会运行 `coverage.py --check`：若本表与课程、变异体、记录和标注当前给出的结果不一致，它会失败，并指出每个发生变化的函数和课程。仅当所装 `cuda.h` 的 `CUDA_VERSION` 与上文相同时才比较；否则说明为何不比较。
 """
 
 OUTSIDE = "CUDA_UNGROUPED"  # a declaration after a group's end and before the next group
@@ -375,10 +378,12 @@ def common_helpers(root, header):
 def scan_lessons(root, header, helpers):
     """lesson -> {folded name: set of how ('' direct, 'via course::x', 'through PFN_x')}, the lesson's
     built code (for the pointer notes), and what the scan could not decide (built_code.py)."""
-    calls, texts, doubts = {}, {}, {}
+    calls, texts, doubts, codes, pointers = {}, {}, {}, {}, {}
+    base = pathlib.Path(root).resolve()
     for lesson in lesson_folders(root):
         found, text = {}, []
         code_of, unknown, absent = built_code.built_code(root, lesson, strip_code, header.version)
+        codes[lesson] = {str(path.relative_to(base)): code for path, code in code_of.items()}
         for path, code in code_of.items():
             text.append(code)
             for name in re.findall(r"\b(cu[A-Z]\w*)\s*\(", code):
@@ -387,21 +392,44 @@ def scan_lessons(root, header, helpers):
                 for name in helpers.get(helper, ()):
                     found.setdefault(name, set()).add(f"via course::{helper}")
         # A pointer may be declared in one file of the lesson and called in another.
-        for name, typedef in built_code.pointer_calls("\n".join(text), header.fold):
+        pointers[lesson] = {}
+        for name, typedef in built_code.pointer_calls("\n".join(text), header.fold, pointers[lesson]):
             found.setdefault(name, set()).add(f"through {typedef}")
         calls[lesson] = found
         texts[lesson] = "\n".join(text)
         doubts[lesson] = unknown + [f"a branch that needs <{h}>, absent on x86-64, is not counted" for h in absent]
-    return calls, texts, doubts
+    return calls, texts, doubts, codes, pointers
+
+
+def calls_in(header, helpers, pointers):
+    """A function: the cuda.h functions a piece of a lesson's code calls, directly, through a course::
+    helper, or through one of the lesson's pointer variables."""
+    def called(text):
+        names = {header.fold(n) for n in re.findall(r"\b(cu[A-Z]\w*)\s*\(", text)}
+        for helper in re.findall(r"\bcourse\s*::\s*([A-Za-z_]\w*)\s*\(", text):
+            names |= helpers.get(helper, set())
+        for function, variables in pointers.items():
+            if any(re.search(rf"(?<![\w:]){re.escape(v)}\s*\(", text) for v in variables):
+                names.add(function)
+        return names
+    return called
 
 
 # --------------------------------------------------------------------------------------------
 # The table.
 
+NO_MUTANT = "no mutant breaks this call yet"
+NO_MUTANT_ZH = "还没有变异体破坏这次调用"
+NOT_CAUGHT_YET = "a mutant breaks this call, but tests/mutants/results.txt does not record it caught on a GPU"
+NOT_CAUGHT_YET_ZH = "有变异体破坏这次调用，但 tests/mutants/results.txt 没有记录它在 GPU 上被捕获"
+
+
 class Row:
     def __init__(self, name, group):
         self.name, self.group = name, group
-        self.lessons = {}  # lesson -> ("checked" | "shown", how, reason, reason_zh)
+        self.breaking = {}  # lesson -> names of the lesson's mutants that change a statement calling it
+        # lesson -> ("checked" | "shown", how, reason, reason_zh, the mutant that proves it checked)
+        self.lessons = {}
         self.status, self.reason, self.reason_zh = "none", "", ""
 
 
@@ -414,7 +442,7 @@ def lesson_of(number, lessons):
 
 def build(root, header, notes):
     helpers = common_helpers(root, header)
-    calls, texts, doubts = scan_lessons(root, header, helpers)
+    calls, texts, doubts, codes, pointers = scan_lessons(root, header, helpers)
     lessons = sorted(calls)
     problems = []
     known = header.all_names()
@@ -468,16 +496,29 @@ def build(root, header, notes):
 
     rows = {name: Row(name, group) for name, (group, _) in header.live.items()}
     order = sorted(header.live, key=lambda name: header.live[name][1])
+    mutants, results = mutant_proof.read_mutants(root), mutant_proof.read_results(root)
     for lesson in lessons:
+        # What each mutant of the lesson touches: the functions called by the statements it changes.
+        called = calls_in(header, helpers, pointers[lesson])
+        touched = {m.name: set().union(*[called(mutant_proof.statement_at(codes[lesson].get(f, ""), n))
+                                         for f, ns in m.touched.items() for n in ns] or [set()])
+                   for m in mutants.get(lesson, [])}
         for name, hows in calls[lesson].items():
             if name not in rows:
                 continue
             shown = [n for n in notes if n.kind == "shown" and n.function == name and lesson in n.lessons]
             how = ", ".join(sorted(h for h in hows if h))
+            breaking = [m for m in mutants.get(lesson, []) if name in touched[m.name]]
+            proof = next((m for m in breaking if mutant_proof.caught(m, results)), None)
             if shown:
-                rows[name].lessons[lesson] = ("shown", how, shown[0].reason, shown[0].reason_zh)
+                rows[name].lessons[lesson] = ("shown", how, shown[0].reason, shown[0].reason_zh, "")
+            elif proof:
+                rows[name].lessons[lesson] = ("checked", how, "", "", proof.path.stem)
+            elif breaking:
+                rows[name].lessons[lesson] = ("shown", how, NOT_CAUGHT_YET, NOT_CAUGHT_YET_ZH, "")
             else:
-                rows[name].lessons[lesson] = ("checked", how, "", "")
+                rows[name].lessons[lesson] = ("shown", how, NO_MUTANT, NO_MUTANT_ZH, "")
+            rows[name].breaking[lesson] = [m.name for m in breaking]
     for row in rows.values():
         exclusion = next((n for n in notes if n.kind == "exclude" and n.matches(row.name)), None)
         plan = next((n for n in notes if n.kind == "planned" and n.matches(row.name)), None)
@@ -503,6 +544,7 @@ def build(root, header, notes):
                 continue
             kind = "deprecated" if name in header.deprecated else "other"
             outside[kind].setdefault(name, []).append(lesson)
+    outside["doubts"] = {lesson: found for lesson, found in doubts.items() if found}
     return [rows[n] for n in order], lessons, outside, problems
 
 
@@ -514,8 +556,8 @@ def totals(rows):
 
 
 def summary_line(count):
-    return (f"coverage: {count['checked']} of {count['live']} live functions called and checked by a lesson "
-            f"({count['shown']} shown only, {count['excluded']} excluded, {count['none']} not yet)")
+    return (f"coverage: {count['checked']} of {count['live']} live functions checked, each by a caught mutant; "
+            f"{count['shown']} shown, {count['none']} not yet, {count['excluded']} excluded with reasons")
 
 
 # --------------------------------------------------------------------------------------------
@@ -535,11 +577,17 @@ def terminal(rows, header, lessons, outside):
                    f"{c['shown']} shown only, {c['excluded']} excluded")
         for row in members:
             cells = []
-            for lesson, (state, how, reason, _) in row.lessons.items():
-                cell = lesson_number(lesson) + ("(shown)" if state == "shown" else "")
+            for lesson, (state, how, reason, _, _proof) in row.lessons.items():
+                cell = lesson_number(lesson) + ("(shown)" if state == "shown" else f"({row.lessons[lesson][4]})")
                 cells.append(cell + (f" [{how}]" if how else ""))
             note = f"  -- {row.reason}" if row.reason else ""
             out.append(f"  {row.name:<44} {STATUS_EN[row.status]:<10} {' '.join(cells)}{note}")
+    if outside.get("doubts"):
+        out.append("")
+        out.append("Code the scan did not count, or could not decide (built_code.py):")
+        for lesson, found in sorted(outside["doubts"].items()):
+            for doubt in found:
+                out.append(f"  {lesson}: {doubt}")
     for kind, title in (("deprecated", "Deprecated functions the lessons call (not counted)"),
                         ("other", "Called names not declared in cuda.h (other headers: not counted)")):
         if outside[kind]:
@@ -553,7 +601,7 @@ def terminal(rows, header, lessons, outside):
 def lesson_notes(row, zh):
     """How the lessons call it ("via course::x: 03 04"), and why a call is only shown, lessons grouped."""
     hows, reasons = {}, {}
-    for lesson, (state, how, reason, reason_zh) in row.lessons.items():
+    for lesson, (state, how, reason, reason_zh, _proof) in row.lessons.items():
         for h in filter(None, how.split(", ")):
             if zh:
                 h = (h.replace("through a hand-typed pointer", "经手写类型的指针")
@@ -584,16 +632,17 @@ def markdown(rows, header, lessons, outside, zh):
         out += ["# Driver API 覆盖率", "", GENERATED, "",
                 "[English](COVERAGE.md)", "",
                 f"**本表统计自 CUDA {version_text(v)} 的 `cuda.h`（`CUDA_VERSION {v}`）。** "
-                f"现行函数 {c['live']} 个：课程调用并检查 **{c['checked']}** 个，仅展示 {c['shown']} 个，"
-                f"排除 {c['excluded']} 个，尚未覆盖 {c['none']} 个（扫描了 {len(lessons)} 课）。", "",
+                f"现行函数 {c['live']} 个：已检查 **{c['checked']}** 个，每个都由一个被捕获的变异体证明；"
+                f"仅展示 {c['shown']} 个，尚未覆盖 {c['none']} 个，排除 {c['excluded']} 个并各附理由"
+                f"（扫描了 {len(lessons)} 课）。", "",
                 RULES_ZH, "## 按分组汇总", "",
                 "| 分组 | 现行 | 已检查 | 仅展示 | 排除 | 尚未覆盖 |", "|---|---:|---:|---:|---:|---:|"]
     else:
         out += ["# Driver API coverage", "", GENERATED, "",
                 "[中文](COVERAGE.zh-CN.md)", "",
                 f"**Counted on the `cuda.h` of CUDA {version_text(v)} (`CUDA_VERSION {v}`).** "
-                f"Of {c['live']} live functions, the lessons call and check **{c['checked']}**; "
-                f"{c['shown']} are shown only, {c['excluded']} excluded, {c['none']} not yet covered "
+                f"Of {c['live']} live functions, **{c['checked']} are checked, each by a caught mutant**; "
+                f"{c['shown']} are shown, {c['none']} not yet covered, {c['excluded']} excluded with reasons "
                 f"({len(lessons)} lessons scanned).", "",
                 RULES_EN, "## Totals by family", "",
                 "| Family | Live | Checked | Shown only | Excluded | Not yet |", "|---|---:|---:|---:|---:|---:|"]
@@ -611,14 +660,15 @@ def markdown(rows, header, lessons, outside, zh):
         out += ["", f'<a id="{group.lower()}"></a>', f"## {title} (`{group}`)", "", reference, "",
                 ("| 函数 | 状态 | 课程 | 说明 |" if zh else "| Function | Status | Lessons | Note |"), "|---|---|---|---|"]
         for row in (r for r in rows if r.group == group):
-            cells = [f"[{lesson_number(l)}]({l}/)" + ("\\*" if v[0] == "shown" else "") for l, v in row.lessons.items()]
+            cells = [f"[{lesson_number(l)}]({l}/)" + ("\\*" if v[0] == "shown" else f" `{v[4]}`")
+                     for l, v in row.lessons.items()]
             notes = [row.reason_zh if zh else row.reason] if row.reason else []
             notes += lesson_notes(row, zh)
             note = "; ".join(notes).replace("|", "\\|")
             out.append(f"| {linked(row.name, row.group)} | {status[row.status]} | {' '.join(cells)} | "
                        f"{note} |")
-    out += ["", "\\* " + ("该课只展示此调用：其检查不依赖它的结果（理由见说明列）。" if zh else
-                         "that lesson only shows the call: no check of it depends on the result (why: Note).")]
+    out += ["", "\\* " + ("该课只展示此调用：没有被捕获的变异体证明有检查依赖它（理由见说明列）。" if zh else
+                         "that lesson only shows the call: no caught mutant proves a check depends on it (why: Note).")]
     for kind in ("deprecated", "other"):
         if not outside[kind]:
             continue
@@ -690,6 +740,43 @@ def check(root, generated_en, generated_zh, header):
     return 0
 
 
+VERIFY_ROW = re.compile(r"^\| \[?`(cu\w+)`(?:\]\([^)]*\))? \| ([^|]*) \| ([^|]*) \|", re.M)
+
+
+def verify(root, header, notes):
+    """The committed COVERAGE.md read on its own: every row it calls checked names, after each lesson it
+    credits, a mutant that exists, changes a statement of that lesson calling the function, and is
+    recorded caught on a GPU with the hash of the patch as it is now. Returns the problems."""
+    text = (pathlib.Path(root) / "COVERAGE.md").read_text()
+    helpers = common_helpers(root, header)
+    calls, _, _, codes, pointers = scan_lessons(root, header, helpers)
+    mutants = {m.name: m for ms in mutant_proof.read_mutants(root).values() for m in ms}
+    results = mutant_proof.read_results(root)
+    problems = []
+    for m in VERIFY_ROW.finditer(text):
+        function, status, cell = m.group(1), m.group(2).strip(), m.group(3)
+        if status != STATUS_EN["checked"]:
+            continue
+        proofs = re.findall(r"\]\(([0-9][0-9]-[a-z0-9-]+)/\)( `([^`]+)`)?", cell)
+        if not any(name for _, _, name in proofs):
+            problems.append(f"{function}: checked, but no lesson in its row names a mutant")
+        for lesson, _, name in proofs:
+            if not name:
+                continue
+            mutant = mutants.get(f"{lesson}/{name}")
+            where = f"{function} in {lesson}: mutant {name}"
+            if mutant is None:
+                problems.append(f"{where} does not exist (tests/mutants/{lesson}/{name}.patch)")
+                continue
+            called = calls_in(header, helpers, pointers.get(lesson, {}))
+            if not mutant_proof.touches(mutant, function, codes.get(lesson, {}), called):
+                problems.append(f"{where} changes no statement of {lesson} that calls {function}")
+            if not mutant_proof.caught(mutant, results):
+                problems.append(f"{where} is not recorded caught on a GPU with its patch as it is now "
+                                f"({mutant_proof.RESULTS})")
+    return problems
+
+
 def main():
     parser = argparse.ArgumentParser(add_help=True, usage=__doc__)
     parser.add_argument("--root", default=str(pathlib.Path(__file__).resolve().parents[2]))
@@ -699,19 +786,35 @@ def main():
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true")
     mode.add_argument("--check", action="store_true")
+    mode.add_argument("--verify", action="store_true")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--proof-mutants", action="store_true",
+                        help="print the mutants that change a call the table could count as checked, and exit")
     args = parser.parse_args()
     root = pathlib.Path(args.root)
     if not root.is_dir():
         fail(f"--root {root}: no such folder")
     header = Header(args.header)
     notes, problems = read_notes(args.notes or root / "common" / "coverage-notes.txt")
+    if args.verify:
+        found = verify(root, header, notes)
+        for p in found:
+            print(f"coverage: {p}", file=sys.stderr)
+        if found:
+            return EXIT_STALE
+        print("coverage: every checked row of COVERAGE.md names a mutant that breaks the call and was caught on a GPU")
+        return 0
     rows, lessons, outside, more = build(root, header, notes)
     problems += more
     if problems:
         for p in problems:
             print(f"coverage: {p}", file=sys.stderr)
         return EXIT_ERROR
+    if args.proof_mutants:
+        names = sorted({m for row in rows for lesson, ms in row.breaking.items()
+                        if row.lessons[lesson][2] in (NO_MUTANT, NOT_CAUGHT_YET, "") for m in ms})
+        print("\n".join(f"tests/mutants/{n}.patch" for n in names))
+        return 0
     english = markdown(rows, header, lessons, outside, zh=False)
     chinese = markdown(rows, header, lessons, outside, zh=True)
     if not args.quiet:

@@ -22,8 +22,8 @@
 # Environment: BUILD (the course's build folder, default build), MAKE, DRIVER_PROBE (a
 # driver-probe binary: its exit code says whether a GPU is usable), MUTATE_RUN=0 (build only),
 # MUTATE_TIMEOUT (seconds a mutant may run, default 60).
-# Each mutant's result is also written, one "NN-topic/NAME<TAB>result" line each, to
-# BUILD/mutate-results.txt, headed by the GPU it ran on.
+# Each mutant's result is also written, one "NN-topic/NAME<TAB>result<TAB>patch hash" line each, to
+# BUILD/mutate-results.txt, headed by the GPU it ran on (common/tools/record-mutants.py keeps it).
 # Exit code: 0 when every mutant applied and built and, where run, was caught or could not
 # apply here (exit 77: "not applicable"); 1 otherwise.
 set -uo pipefail
@@ -177,7 +177,7 @@ for patch in "${patches[@]}"; do
         esac
     fi
     rows+=("$(printf '%-46s %-58s %s' "$name" "$check" "$status")")
-    results+=("$(printf '%s\t%s' "$name" "$status")")
+    results+=("$(printf '%s\t%s\t%s' "$name" "$status" "$(sha1sum <"$patch" | cut -c1-12)")")
 done
 
 {
