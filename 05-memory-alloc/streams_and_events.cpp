@@ -152,9 +152,10 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuEventCreate(&blocking, CU_EVENT_BLOCKING_SYNC));
     std::printf("events: ready and done (DISABLE_TIMING), start and stop (DEFAULT), blocking (BLOCKING_SYNC)\n");
 
-    // Step 2: a device buffer set to zero (in the NULL stream, which the streams do not wait for:
-    // cuCtxSynchronize waits until it is done), two pinned buffers (for B and for the probe) and
-    // one mapped pinned word: the gate that holds stream A until the host writes 1 into it.
+    // Step 2: a device buffer set to zero (cuMemsetD32 takes no stream, and nothing orders the
+    // non-blocking streams after it: cuCtxSynchronize "Blocks until the current context has
+    // completed all preceding requested tasks", cuda.h), two pinned buffers (for B and for the
+    // probe) and one mapped pinned word: the gate that holds stream A until the host writes 1 into it.
     course::printStep(2, "device, pinned and gate buffers");
     CUdeviceptr deviceBuffer = 0;
     CHECK_DRIVER(cuMemAlloc(&deviceBuffer, kBytes));
