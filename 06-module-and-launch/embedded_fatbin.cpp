@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
     course::Verdict verdict;
     verdict.check("every element is a + b", mismatch == n);
 
+    // Step 7: as in first_kernel, the last release leaves the primary context inactive.
     course::printStep(7, "release");
     CHECK_DRIVER(cuMemFree(dC));
     CHECK_DRIVER(cuMemFree(dB));
@@ -86,5 +87,10 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuCtxSetCurrent(nullptr));
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
     std::printf("released: 3 buffers, 1 module, the primary context\n");
+    unsigned int primaryFlags = 0;
+    int active = -1;
+    CHECK_DRIVER(cuDevicePrimaryCtxGetState(device, &primaryFlags, &active));
+    std::printf("primary context active after the release: %d\n", active);
+    verdict.check("primary context inactive after its release", active == 0);
     return verdict.finish();
 }

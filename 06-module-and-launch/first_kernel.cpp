@@ -17,6 +17,7 @@
 int main(int argc, char** argv) {
     course::Arguments options;
     if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", options)) return course::kExitUsage;
+    course::Verdict verdict;
 
     // Step 1: the primary context is the one the CUDA runtime, cuBLAS and TensorRT work in
     // (lesson 04), so this kernel runs beside their work. Retaining it does not make it current.
@@ -64,13 +65,20 @@ int main(int argc, char** argv) {
     // Step 5: one pointer per kernel parameter. The driver copies each parameter from where its
     // pointer points, as many bytes as the kernel's image gives that parameter, so each variable
     // must have the parameter's exact type: CUdeviceptr for a pointer, unsigned long long for n.
+    // One thread per element, the usual sizing: n / kThreads blocks, rounded up.
     course::printStep(5, "launch");
     void* args[] = {&dA, &dB, &dC, &n};
-    const unsigned int blocks = static_cast<unsigned int>((n + 255) / 256);
-    CHECK_DRIVER(cuLaunchKernel(vectorAdd, blocks, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr));
+    constexpr unsigned int kThreads = 256;
+    const unsigned int blocks = static_cast<unsigned int>((n + kThreads - 1) / kThreads);
+    CHECK_DRIVER(cuLaunchKernel(vectorAdd, blocks, 1, 1, kThreads, 1, 1, 0, nullptr, args, nullptr));
     // cuCtxSynchronize waits for the kernel and returns its error if it failed: a fault shows here.
     CHECK_DRIVER(cuCtxSynchronize());
-    std::printf("launch: %u blocks x 256 threads\n", blocks);
+    std::printf("launch: %u blocks x %u threads\n", blocks, kThreads);
+    // vectorAdd's grid-stride loop (four floats a thread where it can) covers n with any grid,
+    // so the result cannot show a grid sized wrong: this looks at the grid itself. Enough threads
+    // for every element, and not a whole block more.
+    const unsigned long long threads = static_cast<unsigned long long>(blocks) * kThreads;
+    verdict.check("one thread per element", threads >= n && threads - kThreads < n);
 
     // Step 6: every element, against the sum computed on the host.
     course::printStep(6, "copy back and check");
@@ -79,10 +87,12 @@ int main(int argc, char** argv) {
     while (mismatch < n && c[mismatch] == a[mismatch] + b[mismatch]) ++mismatch;
     if (mismatch == n) std::printf("first mismatch: none\n");
     else std::printf("first mismatch: element %llu is %g, not %g\n", mismatch, c[mismatch], a[mismatch] + b[mismatch]);
-    course::Verdict verdict;
     verdict.check("every element is a + b", mismatch == n);
 
-    // Step 7: release in reverse order of creation.
+    // Step 7: release in reverse order of creation. This process held the primary context once,
+    // so its release is the last: cuda.h, "The context is automatically reset once the last
+    // reference to it is released"; lesson 04 checks that cuDevicePrimaryCtxGetState then reports
+    // it inactive, and so does this step.
     course::printStep(7, "release");
     CHECK_DRIVER(cuMemFree(dC));
     CHECK_DRIVER(cuMemFree(dB));
@@ -91,5 +101,10 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuCtxSetCurrent(nullptr));
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
     std::printf("released: 3 buffers, 1 module, the primary context\n");
+    unsigned int primaryFlags = 0;
+    int active = -1;
+    CHECK_DRIVER(cuDevicePrimaryCtxGetState(device, &primaryFlags, &active));
+    std::printf("primary context active after the release: %d\n", active);
+    verdict.check("primary context inactive after its release", active == 0);
     return verdict.finish();
 }

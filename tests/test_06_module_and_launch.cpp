@@ -320,10 +320,29 @@ TEST_CASE("Lesson 06's first kernel adds every one of its elements exactly", "[g
         CHECK(contains(r.out, "check every element is a + b: ok"));
         CHECK(valueOf(r.out, "elements") == "1048576");
         CHECK(valueOf(r.out, "first mismatch") == "none");
+        // The process's only reference to the primary context is gone: the context is inactive.
+        CHECK(valueOf(r.out, "primary context active after the release") == "0");
+        CHECK(contains(r.out, "check primary context inactive after its release: ok"));
         CHECK(contains(r.out, "Result = PASS"));
     }
-    CHECK(valueOf(defaultRun(kLesson, "first_kernel").out, "cuModuleLoad(kernels/vector_ops.fatbin)") == "loaded");
+    const RunResult first = defaultRun(kLesson, "first_kernel");
+    CHECK(valueOf(first.out, "cuModuleLoad(kernels/vector_ops.fatbin)") == "loaded");
+    // 1 Mi elements, 256 threads a block: 4096 blocks, one thread per element.
+    CHECK(valueOf(first.out, "launch") == "4096 blocks x 256 threads");
+    CHECK(contains(first.out, "check one thread per element: ok"));
     CHECK(valueOf(defaultRun(kLesson, "embedded_fatbin").out, "cuModuleLoadData(embedded fatbin)") == "loaded");
+}
+
+TEST_CASE("Lesson 06's embedded_fatbin prints the size in bytes of the fatbin it carries", "[gpu][lesson06]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson, "embedded_fatbin");
+    requireRan(r);
+    const std::string fatbin = readText(moduleDir() + "/vector_ops.fatbin");
+    REQUIRE(fatbin.size() > 16);
+    // bin2c --type longlong writes whole 8-byte words: the array is the file rounded up to 8 bytes
+    // (an element count would be an eighth of that).
+    const std::size_t arrayBytes = (fatbin.size() + 7) / 8 * 8;
+    CHECK(valueOf(r.out, "embedded fatbin") == std::to_string(arrayBytes) + " bytes");
 }
 
 TEST_CASE("Lesson 06's embedded_fatbin passes copied alone into an empty folder, where first_kernel fails cleanly",
