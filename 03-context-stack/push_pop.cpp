@@ -42,8 +42,9 @@ int main(int argc, char** argv) {
     // Step 2: cuCtxCreate makes a context AND pushes it on the calling thread's stack.
     // ctxB asks for blocking synchronisation so that step 3 has a flag to read back.
     // ctxA is created with the CUDA 13 call itself: its second argument takes creation
-    // parameters, here none (no execution affinity, no CIG). CUDA 12 and earlier have no
-    // such argument; course::ctxCreate (common/cuda_compat.h) hides the difference, and the
+    // parameters, here none (no execution affinity, no CIG). Under the plain name this form
+    // came with CUDA 13.0 (12.5 to 12.x declare it as cuCtxCreate_v4, and cuCtxCreate there has
+    // no such argument); course::ctxCreate (common/cuda_compat.h) hides the difference, and the
     // rest of the course calls it.
     course::printStep(2, "create two contexts: each creation pushes");
     CUcontext ctxA = nullptr;
@@ -115,6 +116,11 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuCtxGetCurrent(&afterDestroy));
     view.destroyedTop("cuCtxDestroy(ctxB)");
     std::printf("current context after destroying ctxB: %s\n", view.nameOf(afterDestroy).c_str());
+    unsigned int flagsA = 0;  // asked of the current context, ctxA now
+    CHECK_DRIVER(cuCtxGetFlags(&flagsA));
+    std::printf("ctxA scheduling: %s\n", course::schedulingPolicyName(flagsA));
+    verdict.check("ctxA reports the scheduling policy it was created with",
+                  (flagsA & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_AUTO);
     const long long returnedByB =
         static_cast<long long>(lesson03::freeDeviceMemory()) - static_cast<long long>(freeBeforeDestroy);
     std::printf("device memory returned by destroying ctxB: %.1f MiB\n", lesson03::mebibytes(returnedByB));

@@ -18,13 +18,13 @@
 // as nvcc writes it (or NUL-terminated PTX), and says nothing of its alignment. An array of
 // unsigned long long is 8-byte aligned, as the toolkit's own wrapper for an embedded fatbin
 // (fatbinary_section.h) points at its data: `const unsigned long long* data`.
-#include "kernels/vector_ops_fatbin.h"
+#include "vector_ops_fatbin.h"
 
 int main(int argc, char** argv) {
     course::Arguments options;
     if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", options)) return course::kExitUsage;
 
-    // Step 1: the primary context, as in first_kernel (the runtime's, cuBLAS's and TensorRT's).
+    // Step 1: the primary context, as in first_kernel (the one shared with the CUDA runtime API).
     course::printStep(1, "driver, device and the primary context");
     CHECK_DRIVER(cuInit(0));
     CUdevice device = 0;
@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuMemAlloc(&dC, bytes));
     CHECK_DRIVER(cuMemcpyHtoD(dA, a.data(), bytes));
     CHECK_DRIVER(cuMemcpyHtoD(dB, b.data(), bytes));
+    CHECK_DRIVER(cuMemsetD32(dC, 0x7fc00000u, n));  // NaN everywhere: a launch that writes nothing fails
     std::printf("elements: %llu\n", n);
 
     // Step 5: the same launch as first_kernel's (each kernelParams entry of the parameter's type).

@@ -19,8 +19,9 @@ int main(int argc, char** argv) {
     if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", options)) return course::kExitUsage;
     course::Verdict verdict;
 
-    // Step 1: the primary context is the one the CUDA runtime, cuBLAS and TensorRT work in
-    // (lesson 04), so this kernel runs beside their work. Retaining it does not make it current.
+    // Step 1: the primary context is the one cuda.h says is shared with the CUDA runtime API; the
+    // runtime (and libraries on it) use it where no other context is current (lesson 04). Retaining
+    // it does not make it current.
     course::printStep(1, "driver, device and the primary context");
     CHECK_DRIVER(cuInit(0));
     CUdevice device = 0;
@@ -35,6 +36,8 @@ int main(int argc, char** argv) {
     CUmodule module = nullptr;
     if (REPORT_DRIVER(cuModuleLoad(&module, fatbinPath.c_str())) != CUDA_SUCCESS) {
         std::fprintf(stderr, "cannot load %s: make build-06 builds it next to the program\n", fatbinPath.c_str());
+        CHECK_DRIVER(cuCtxSetCurrent(nullptr));  // an early return releases what it holds too
+        CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
         return EXIT_FAILURE;
     }
     std::printf("cuModuleLoad(kernels/vector_ops.fatbin): loaded\n");
@@ -45,7 +48,8 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuModuleGetFunction(&vectorAdd, module, "vectorAdd"));
     std::printf("cuModuleGetFunction(vectorAdd): found\n");
 
-    // Step 4: whole numbers below 2^24 add exactly in float, so the check below is equality.
+    // Step 4: whole numbers whose sum stays below 2^24 add exactly in float (24 significant bits),
+    // so the check below is equality. c starts as NaN: a launch that writes nothing cannot pass.
     course::printStep(4, "inputs on the device");
     unsigned long long n = 1ull << 20;
     const std::size_t bytes = n * sizeof(float);
@@ -60,6 +64,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuMemAlloc(&dC, bytes));
     CHECK_DRIVER(cuMemcpyHtoD(dA, a.data(), bytes));
     CHECK_DRIVER(cuMemcpyHtoD(dB, b.data(), bytes));
+    CHECK_DRIVER(cuMemsetD32(dC, 0x7fc00000u, n));  // the bits of a float NaN in every element
     std::printf("elements: %llu\n", n);
 
     // Step 5: one pointer per kernel parameter. The driver copies each parameter from where its
@@ -71,7 +76,8 @@ int main(int argc, char** argv) {
     constexpr unsigned int kThreads = 256;
     const unsigned int blocks = static_cast<unsigned int>((n + kThreads - 1) / kThreads);
     CHECK_DRIVER(cuLaunchKernel(vectorAdd, blocks, 1, 1, kThreads, 1, 1, 0, nullptr, args, nullptr));
-    // cuCtxSynchronize waits for the kernel and returns its error if it failed: a fault shows here.
+    // cuCtxSynchronize waits for the context's work and "returns an error if one of the preceding
+    // tasks failed": a kernel that faults is reported here, before the copy.
     CHECK_DRIVER(cuCtxSynchronize());
     std::printf("launch: %u blocks x %u threads\n", blocks, kThreads);
     // vectorAdd's grid-stride loop (four floats a thread where it can) covers n with any grid,

@@ -9,8 +9,9 @@
 06-module-and-launch_BENCH := launch_bench
 
 # The programs compare the GPU with the SM the cubin was built for (the Makefile's CUBIN_ARCH).
-# -I: embedded_fatbin includes "kernels/vector_ops_fatbin.h", generated in the build folder.
-06-module-and-launch_CXXFLAGS := -DLESSON06_CUBIN_ARCH=$(CUBIN_ARCH) -I$(BUILD)/06-module-and-launch
+# -I: embedded_fatbin includes "vector_ops_fatbin.h", generated in the build folder's kernels/. The
+# name has no folder, so a copy that an outside build left in the lesson's kernels/ is never found.
+06-module-and-launch_CXXFLAGS := -DLESSON06_CUBIN_ARCH=$(CUBIN_ARCH) -I$(BUILD)/06-module-and-launch/kernels
 
 # embedded_fatbin carries the fatbin in the executable: bin2c writes vector_ops.fatbin as a
 # const array of unsigned long long (8-byte aligned: bin2c's own --alignment option writes an
