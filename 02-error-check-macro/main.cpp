@@ -47,7 +47,8 @@ int main(int argc, char** argv) {
     // Step 1: why a macro. A function can stamp where it was called from (std::source_location),
     // but only the preprocessor can turn the call itself into text (#call). The macro
     // evaluates the call once and keeps the CUresult. cuDriverGetVersion(NULL) is a safe error
-    // to provoke: cuda.h says it returns CUDA_ERROR_INVALID_VALUE, and it needs no cuInit.
+    // to provoke: cuda.h says it returns CUDA_ERROR_INVALID_VALUE, and CUDA_ERROR_NOT_INITIALIZED
+    // is not among the codes it lists, so the program calls it before cuInit.
     course::printStep(1, "what the macro captures");
     const CUresult viaFunction = reportAt(cuDriverGetVersion(nullptr));
     const CUresult viaMacro = REPORT_DRIVER(cuDriverGetVersion(nullptr));
