@@ -402,3 +402,71 @@ int main() {
     CHECK(noted.exitCode == 2);
     CHECK(contains(noted.err, "98-throwaway no longer names cuGraphExecEventRecordNodeSetEvent"));
 }
+
+TEST_CASE("The mutant proposer writes candidates that apply, and adopts only those a named check caught",
+          "[cpu][coverage]") {
+    if (const std::string why = otherCudaVersion(); !why.empty()) SKIP(why);
+    const std::string out = scratchDir() + "/proposed";
+    std::filesystem::remove_all(out);
+    RunOptions propose;
+    propose.args = {repoRoot() + "/common/tools/propose-mutants.py", "propose", out, "--kinds", "drop",
+                    "--per-function", "1"};
+    propose.timeoutSeconds = 120;
+    const RunResult r = run("python3", propose);
+    INFO(r.out << r.err);
+    REQUIRE(r.exitCode == 0);
+    std::vector<std::string> patches;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(out))
+        if (entry.path().extension() == ".patch") patches.push_back(entry.path().string());
+    REQUIRE_FALSE(patches.empty());
+    const std::string table = readText(repoRoot() + "/COVERAGE.md");
+    for (const auto& patch : patches) {
+        INFO(patch);
+        const std::string text = readText(patch);
+        CHECK(contains(text, "Expect-Check: ?discover\n"));
+        // Only functions no caught mutant proves yet: the table does not call them checked.
+        const size_t at = text.find("Function: ");
+        REQUIRE(at != std::string::npos);
+        const std::string function = text.substr(at + 10, text.find('\n', at) - at - 10);
+        const size_t row = table.find("[`" + function + "`]");
+        REQUIRE(row != std::string::npos);
+        CHECK_FALSE(contains(table.substr(row, table.find('\n', row) - row), "| checked |"));
+        RunOptions dryRun;
+        dryRun.args = {"-p1", "--dry-run", "-s", "-d", repoRoot(), "-i", patch};
+        CHECK(run("patch", dryRun).exitCode == 0);
+    }
+    // Adoption: a candidate whose run failed a named check is kept with that check; one whose
+    // program still passed, or ended without a check line, is not.
+    const std::string first = patches.front();
+    const std::string lesson = std::filesystem::path(first).parent_path().filename().string();
+    const std::string stem = std::filesystem::path(first).stem().string();
+    const std::string work = scratchDir() + "/proposed-work";
+    std::filesystem::remove_all(work);
+    std::filesystem::create_directories(work + "/" + lesson + "/" + stem);
+    REQUIRE(writeFile(work + "/" + lesson + "/" + stem + "/status", "NOT CAUGHT (no 'check ?discover: FAIL')\n"));
+    REQUIRE(writeFile(work + "/" + lesson + "/" + stem + "/run.log", "check the data arrived: FAIL\nResult = FAIL\n"));
+    for (size_t i = 1; i < patches.size() && i < 3; ++i) {
+        const std::string other = std::filesystem::path(patches[i]).stem().string();
+        const std::string otherLesson = std::filesystem::path(patches[i]).parent_path().filename().string();
+        std::filesystem::create_directories(work + "/" + otherLesson + "/" + other);
+        REQUIRE(writeFile(work + "/" + otherLesson + "/" + other + "/status",
+                          i == 1 ? "NOT CAUGHT (exit 0; no 'Result = FAIL')\n" : "NOT CAUGHT (no 'Result = FAIL')\n"));
+        REQUIRE(writeFile(work + "/" + otherLesson + "/" + other + "/run.log", "Result = PASS\n"));
+    }
+    const std::string into = scratchDir() + "/adopted";
+    std::filesystem::remove_all(into);
+    RunOptions adopt;
+    adopt.args = {repoRoot() + "/common/tools/propose-mutants.py", "adopt", out, work, "--into", into};
+    const RunResult adopted = run("python3", adopt);
+    INFO(adopted.out << adopted.err);
+    REQUIRE(adopted.exitCode == 0);
+    CHECK(contains(adopted.out, "1 candidates adopted"));
+    size_t kept = 0;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(into))
+        if (entry.path().extension() == ".patch") {
+            ++kept;
+            CHECK(contains(readText(entry.path().string()), "Expect-Check: the data arrived\n"));
+            CHECK(entry.path().parent_path().filename().string() == lesson);
+        }
+    CHECK(kept == 1);
+}
