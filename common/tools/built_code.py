@@ -38,17 +38,29 @@ def lesson_settings(root, lesson):
     return "\n".join(line.split("#", 1)[0] for line in text.split("\n"))
 
 
-def compiled_files(root, lesson):
-    """The lesson's source files the Makefile compiles into its programs."""
+def lesson_programs(root, lesson):
+    """program -> its sources (PROGRAM.cpp and the _SOURCES of lesson.mk) for a lesson of several
+    programs (NN-topic_PROGRAMS), or None for a lesson of one program."""
     folder = pathlib.Path(root) / lesson
     settings = lesson_settings(root, lesson)
     programs = re.search(rf"^{re.escape(lesson)}_PROGRAMS\s*:=\s*(.*)$", settings, re.M)
+    if not programs:
+        return None
+    found = {}
+    for program in programs.group(1).split():
+        extra = re.search(rf"^{re.escape(lesson)}_{re.escape(program)}_SOURCES\s*:=\s*(.*)$", settings, re.M)
+        found[program] = [folder / f"{program}.cpp"] + [folder / name for name in (extra.group(1).split() if extra else [])]
+    return found
+
+
+def compiled_files(root, lesson):
+    """The lesson's source files the Makefile compiles into its programs."""
+    folder = pathlib.Path(root) / lesson
+    programs = lesson_programs(root, lesson)
     files = []
-    if programs:
-        for program in programs.group(1).split():
-            files.append(folder / f"{program}.cpp")
-            extra = re.search(rf"^{re.escape(lesson)}_{re.escape(program)}_SOURCES\s*:=\s*(.*)$", settings, re.M)
-            files += [folder / name for name in (extra.group(1).split() if extra else [])]
+    if programs is not None:
+        for sources in programs.values():
+            files += sources
     else:
         files += sorted(folder.glob("*.cpp")) + sorted(folder.glob("*.cu"))
     files += sorted((folder / "standalone").glob("*.cpp"))
@@ -168,11 +180,11 @@ def _preprocess(path, macros, active, absent, unknown, visiting):
     visiting.discard(path)
 
 
-def _closing(code, at, opening, closing):
+def closing(code, at, opening, close):
     """The index of the bracket that closes the one at `at`, or -1."""
     depth = 0
     for j in range(at, len(code)):
-        depth += (code[j] == opening) - (code[j] == closing)
+        depth += (code[j] == opening) - (code[j] == close)
         if depth == 0:
             return j
     return -1
@@ -184,13 +196,13 @@ BETWEEN = re.compile(r"\s*(?:(?:const|noexcept|override|final|mutable)\b\s*)*(?:
                      r"(?::\s*[\w:]+\s*[({][^;{}]*[)}]\s*(?:,\s*[\w:]+\s*[({][^;{}]*[)}]\s*)*)?\{")
 
 
-def _functions(code):
+def functions(code):
     """(name, start of the body, end of the body) of each function defined at namespace or class level."""
     found, taken_until = [], 0
     for m in re.finditer(r"(~?[A-Za-z_]\w*)\s*\(", code):
         if m.start() < taken_until or m.group(1) in KEYWORDS:
             continue
-        close = _closing(code, m.end() - 1, "(", ")")
+        close = closing(code, m.end() - 1, "(", ")")
         if close < 0:
             continue
         after = BETWEEN.match(code, close + 1)
@@ -200,7 +212,7 @@ def _functions(code):
         if before.endswith("]") or before.endswith("=") or before.endswith("return") or before.endswith(","):
             continue  # a lambda or an initialiser, not a definition
         body = after.end() - 1
-        end = _closing(code, body, "{", "}")
+        end = closing(code, body, "{", "}")
         end = len(code) - 1 if end < 0 else end
         taken_until = end
         found.append((m.group(1), body + 1, end, m.start()))
@@ -213,12 +225,7 @@ def _false_branches(code):
     for m in re.finditer(r"\bif\s*(?:constexpr\s*)?\(\s*(?:false|0)\s*\)\s*", code):
         start = m.end()
         if start < len(code) and code[start] == "{":
-            depth, j = 0, start
-            while j < len(code):
-                depth += {"{": 1, "}": -1}.get(code[j], 0)
-                if depth == 0:
-                    break
-                j += 1
+            j = closing(code, start, "{", "}")
         else:
             j = code.find(";", start)
         j = len(code) - 1 if j < 0 else j
@@ -251,7 +258,7 @@ def built_code(root, lesson, strip, version):
     # Reachability over the whole lesson: roots are main and the code outside any function.
     bodies, outside = {}, []
     for path, text in code.items():
-        spans = _functions(text)
+        spans = functions(text)
         last = 0
         for name, start, end, signature in spans:
             short = name.split("::")[-1]

@@ -349,25 +349,14 @@ def lesson_sources(root, lesson):
 def common_helpers(root, header):
     """course::NAME -> driver functions its body calls (the common/ headers' inline functions)."""
     helpers, nested = {}, {}
-    keywords = {"if", "for", "while", "switch", "catch", "return", "sizeof", "defined"}
     for path in sorted((pathlib.Path(root) / "common").glob("*.h")):
         code = compiled_for(strip_code(path.read_text(errors="replace")), header.version)
-        taken_until = 0
-        for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(([^()]|\([^()]*\))*\)\s*(?:const\s*)?(?:noexcept\s*)?\{", code):
-            if m.start() < taken_until or m.group(1) in keywords:
-                continue
-            depth, j = 0, m.end() - 1
-            while j < len(code):
-                depth += {"{": 1, "}": -1}.get(code[j], 0)
-                if depth == 0:
-                    break
-                j += 1
-            taken_until = j
-            body = code[m.end():j]
+        for name, start, end, _ in built_code.functions(code):
+            body = code[start:end]
             called = {header.fold(c) for c in re.findall(r"\b(cu[A-Z]\w*)\s*\(", body)}
-            if not m.group(1).startswith("cu"):
-                helpers.setdefault(m.group(1), set()).update(called)
-                nested.setdefault(m.group(1), set()).update(re.findall(r"\bcourse\s*::\s*([A-Za-z_]\w*)\s*\(", body))
+            if not name.startswith("cu"):
+                helpers.setdefault(name, set()).update(called)
+                nested.setdefault(name, set()).update(re.findall(r"\bcourse\s*::\s*([A-Za-z_]\w*)\s*\(", body))
     # A helper that calls another (course::resolveDriverFunction -> course::getProcAddress) calls what it calls.
     for name in helpers:
         for other in nested.get(name, ()):
@@ -500,9 +489,7 @@ def build(root, header, notes):
     for lesson in lessons:
         # What each mutant of the lesson touches: the functions called by the statements it changes.
         called = calls_in(header, helpers, pointers[lesson])
-        touched = {m.name: set().union(*[called(mutant_proof.statement_at(codes[lesson].get(f, ""), n))
-                                         for f, ns in m.touched.items() for n in ns] or [set()])
-                   for m in mutants.get(lesson, [])}
+        touched = {m.name: mutant_proof.functions_touched(m, codes[lesson], called) for m in mutants.get(lesson, [])}
         for name, hows in calls[lesson].items():
             if name not in rows:
                 continue

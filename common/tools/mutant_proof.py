@@ -65,10 +65,6 @@ class Mutant:
         return self.touched
 
 
-def sha_of(path):
-    return hashlib.sha1(path.read_text().encode()).hexdigest()[:12]
-
-
 def read_mutants(root):
     """lesson -> [Mutant], sorted by name."""
     mutants = {}
@@ -106,17 +102,21 @@ def statement_at(code, number):
     return code[before:finish + 1]
 
 
-def touches(mutant, function, code_of, calls_in):
-    """Whether the mutant changes a statement of the built code that calls `function`.
+def functions_touched(mutant, code_of, calls_in):
+    """The functions called by the statements of the built code that the mutant changes.
     code_of: "NN-topic/file" -> built code; calls_in(text) -> the functions a piece of code calls."""
+    found = set()
     for file, numbers in mutant.touched.items():
         code = code_of.get(file)
-        if code is None:
-            continue
-        for number in numbers:
-            if function in calls_in(statement_at(code, number)):
-                return True
-    return False
+        if code is not None:
+            for number in numbers:
+                found |= calls_in(statement_at(code, number))
+    return found
+
+
+def touches(mutant, function, code_of, calls_in):
+    """Whether the mutant changes a statement of the built code that calls `function`."""
+    return function in functions_touched(mutant, code_of, calls_in)
 
 
 def caught(mutant, results):

@@ -72,17 +72,15 @@ def statements(code_lines):
 
 def program_of(lesson, path):
     """The lesson program whose build includes this source file (its .cpp, or a file it names or includes)."""
-    settings = cov.built_code.lesson_settings(ROOT, lesson)
-    programs = re.search(rf"^{re.escape(lesson)}_PROGRAMS\s*:=\s*(.*)$", settings, re.M)
-    if not programs:
+    programs = cov.built_code.lesson_programs(ROOT, lesson)
+    if programs is None:
         return lesson
-    for program in programs.group(1).split():
-        if path.name == f"{program}.cpp":
+    for program, sources in programs.items():
+        if path.name == sources[0].name:
             return program
-    for program in programs.group(1).split():
-        extra = re.search(rf"^{re.escape(lesson)}_{re.escape(program)}_SOURCES\s*:=\s*(.*)$", settings, re.M)
-        included = re.search(rf'#include\s+"{re.escape(path.name)}"', (ROOT / lesson / f"{program}.cpp").read_text())
-        if (extra and path.name in extra.group(1).split()) or included:
+    for program, sources in programs.items():
+        included = re.search(rf'#include\s+"{re.escape(path.name)}"', sources[0].read_text())
+        if path.name in (source.name for source in sources) or included:
             return program
     return None
 
@@ -157,23 +155,22 @@ def mutate(raw_lines, first, last, change, function, file_name):
 
 def propose(outdir, kinds, per_function):
     header = cov.Header(os.path.join(os.environ.get("CUDA_PATH") or "/usr/local/cuda", "include", "cuda.h"))
-    helpers = cov.common_helpers(ROOT, header)
+    called_in = cov.calls_in(header, cov.common_helpers(ROOT, header), {})
+    built = {}  # lesson -> its built code, made once
     made = 0
     for function, lessons in sorted(unproven(header).items()):
         count = 0
         for lesson in lessons:
-            code_of, _, _ = cov.built_code.built_code(ROOT, lesson, cov.strip_code, header.version)
-            for path, code in sorted(code_of.items()):
+            if lesson not in built:
+                built[lesson] = cov.built_code.built_code(ROOT, lesson, cov.strip_code, header.version)[0]
+            for path, code in sorted(built[lesson].items()):
                 program = program_of(lesson, path)
                 if program is None:
                     continue
                 raw_lines, code_lines = path.read_text().split("\n"), code.split("\n")
                 for first, last in statements(code_lines):
                     text = "\n".join(code_lines[first:last + 1])
-                    called = {header.fold(n) for n in re.findall(r"\b(cu[A-Z]\w*)\s*\(", text)}
-                    for helper in re.findall(r"\bcourse\s*::\s*(\w+)\s*\(", text):
-                        called |= helpers.get(helper, set())
-                    if function not in called or not text.strip().endswith(";"):
+                    if function not in called_in(text) or not text.strip().endswith(";"):
                         continue
                     for change in candidates(function, " ".join(text.split()), kinds):
                         result = mutate(raw_lines, first, last, change, function, path.name)
