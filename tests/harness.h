@@ -206,6 +206,8 @@ std::optional<std::string> valueOf(const std::string& text, const std::string& l
 // Every value of lines "label: value", in order.
 std::vector<std::string> valuesOf(const std::string& text, const std::string& label);
 bool contains(const std::string& text, const std::string& part);
+// The text without the white space (spaces, tabs, line ends) around it.
+std::string trim(const std::string& text);
 // The program's "check NAME: ok|FAIL" lines (course::Verdict), in order.
 std::vector<std::string> checkLines(const std::string& out);
 // Whether the program printed "check NAME: ok" (its own verdict on NAME).

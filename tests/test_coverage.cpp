@@ -41,12 +41,6 @@ RunResult runTool(std::vector<std::string> args) {
     return r;
 }
 
-std::string trim(const std::string& text) {
-    const auto first = text.find_first_not_of(" \t");
-    if (first == std::string::npos) return "";
-    return text.substr(first, text.find_last_not_of(" \t") - first + 1);
-}
-
 std::vector<std::string> split(const std::string& text, char separator) {
     std::vector<std::string> fields;
     std::stringstream stream(text);

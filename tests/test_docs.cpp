@@ -234,12 +234,6 @@ std::vector<Figure> figuresIn(const std::string& sentence) {
     return numbersIn(kept + text.substr(from), true);
 }
 
-// The text without the white space around it.
-std::string trim(const std::string& text) {
-    const auto first = text.find_first_not_of(" \t\r\n");
-    return first == std::string::npos ? "" : text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
-}
-
 // The cells of a table row.
 std::vector<std::string> cellsOf(std::string row) {
     row = trim(row);

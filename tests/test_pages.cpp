@@ -22,12 +22,6 @@ struct PageLine {
     std::string text;
 };
 
-std::string trimmed(const std::string& text) {
-    const size_t first = text.find_first_not_of(" \t");
-    if (first == std::string::npos) return "";
-    return text.substr(first, text.find_last_not_of(" \t") - first + 1);
-}
-
 bool startsWith(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
 
 // The lines a reader reads as text: outside fenced blocks and HTML comments, not blank, and, with
@@ -38,7 +32,7 @@ std::vector<PageLine> proseLines(const std::string& page, bool skipFolded) {
     int folded = 0;
     const auto rows = lines(page);
     for (size_t i = 0; i < rows.size(); ++i) {
-        const std::string row = trimmed(rows[i]);
+        const std::string row = trim(rows[i]);
         if (startsWith(row, "```")) {
             fenced = !fenced;
             continue;
@@ -139,7 +133,7 @@ std::vector<GlossaryTerm> glossary() {
         std::vector<std::string> cells;
         size_t at = 1;
         for (size_t bar; (bar = row.find('|', at)) != std::string::npos; at = bar + 1)
-            cells.push_back(trimmed(row.substr(at, bar - at)));
+            cells.push_back(trim(row.substr(at, bar - at)));
         if (cells.size() < 4) continue;
         terms.push_back({cells[1], backticked(cells[2]), backticked(cells[3])});
     }
@@ -157,10 +151,10 @@ std::vector<std::string> chineseFaults(const std::string& page, const std::vecto
     for (size_t k = 0; k < prose.size(); ++k) {
         const auto& [number, line] = prose[k];
         const std::string where = "line " + std::to_string(number) + ": ";
-        const std::string opening = trimmed(line).substr(0, 1);
+        const std::string opening = trim(line).substr(0, 1);
         const bool ownBlock = opening == "#" || opening == "|" || opening == "<";  // a heading, a table row, HTML
         if (!ownBlock && k + 1 < prose.size() && prose[k + 1].number == number + 1) {
-            const auto here = codePoints(trimmed(line)), next = codePoints(trimmed(prose[k + 1].text));
+            const auto here = codePoints(trim(line)), next = codePoints(trim(prose[k + 1].text));
             if (!here.empty() && !next.empty() && isChinese(here.back()) && isChinese(next.front()))
                 faults.push_back(where + "a line break between two Chinese characters (one paragraph per line)");
         }
@@ -218,7 +212,7 @@ bool capturedBlocksFolded(const std::string& page) {
     int folded = 0;
     size_t blocks = 0, foldedBlocks = 0;
     for (const auto& row : lines(page)) {
-        const std::string line = trimmed(row);
+        const std::string line = trim(row);
         if (startsWith(line, "<details")) ++folded;
         if (startsWith(line, "</details>")) --folded;
         if (line == "<!-- expected-output:begin -->" || line == "<!-- bench-output:begin -->") {
