@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <regex>
 #include <string>
 #include <vector>
@@ -256,6 +257,15 @@ int main(int argc, char** argv) {
         return course::kExitNotApplicable;
     }
     verdict.check("the child is CU_PROCESS_STATE_RUNNING before the lock", running == checkpoint::kRunning);
+    // The driver's restore thread for the child: Linux lists a process's threads in /proc/PID/task.
+    int restoreThread = 0;
+    const CUresult asked = cuCheckpointProcessGetRestoreThreadId(child.pid, &restoreThread);
+    const bool childsThread = asked == CUDA_SUCCESS && restoreThread > 0 &&
+                              std::filesystem::exists("/proc/" + std::to_string(child.pid) + "/task/" +
+                                                      std::to_string(restoreThread));
+    std::printf("cuCheckpointProcessGetRestoreThreadId: %s, a thread of the child: %s\n",
+                course::driverErrorName(asked), childsThread ? "yes" : "no");
+    verdict.check("cuCheckpointProcessGetRestoreThreadId names one of the child's threads", childsThread);
 
     // Steps 3 and 4: one cycle. The parent reads no output meanwhile: the child waits on its stdin.
     course::printStep(3, "lock and checkpoint the child: its device memory moves to host memory");

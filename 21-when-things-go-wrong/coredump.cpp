@@ -42,6 +42,8 @@ constexpr int kDumpRole = 1;
 constexpr const char* kSettings = "coredump settings (cuCoredumpSetAttributeGlobal)";
 constexpr const char* kLaunch = "cuLaunchKernel of the out-of-bounds store";
 constexpr const char* kLightweightKept = "the context's generation flags include every lightweight flag";
+constexpr const char* kEnabledRead = "the context's CU_COREDUMP_ENABLE_ON_EXCEPTION";
+constexpr const char* kFileRead = "the context's CU_COREDUMP_FILE";
 
 #if CUDA_VERSION >= 12010
 constexpr int kWaitSeconds = 20;  // below children::kQuietLimitSeconds, after which the parent kills a silent child
@@ -118,8 +120,8 @@ int dumpingChild(int ordinal) {
     char file[1024] = {};
     size = sizeof(file);
     CHECK_DRIVER(cuCoredumpGetAttribute(CU_COREDUMP_FILE, file, &size));
-    std::printf("the context's CU_COREDUMP_ENABLE_ON_EXCEPTION: %s\n", enabled ? "true" : "false");
-    std::printf("the context's CU_COREDUMP_FILE: %s\n", std::string(file) == path ? "the path the parent sent" : file);
+    std::printf("%s: %s\n", kEnabledRead, enabled ? "true" : "false");
+    std::printf("%s: %s\n", kFileRead, std::string(file) == path ? "the path the parent sent" : file);
     // The context flag that turns dumps on for one context (cuda.h: set when the context is made,
     // where dumps are not on globally). Only read here: the settings above are global.
     unsigned int contextFlags = 0;
@@ -217,9 +219,47 @@ int main(int argc, char** argv) {
                 tmp != nullptr && *tmp != '\0' ? "$TMPDIR" : "/tmp");
     std::printf("dump file: gpu.core in that folder\n");
 
-    // Step 3: environment variables set before cuInit take precedence over the API for good
+    // Step 3: the two scopes, in this process, which enables no dump and faults nowhere. A value set
+    // for the process (cuCoredumpSetAttributeGlobal) is what cuCoredumpGetAttributeGlobal reads; one
+    // set for the current context (cuCoredumpSetAttribute) is that context's. Environment variables
+    // set before cuInit would take precedence (cuda.h): then the section is skipped.
+    course::printStep(3, "the process's and the current context's dump file, set and read back");
+    CUcontext context = nullptr;
+    CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
+    CHECK_DRIVER(cuCtxSetCurrent(context));
+    std::string processFile = folder + "/process.core";
+    std::string contextFile = folder + "/context.core";
+    size_t size = processFile.size() + 1;
+    const CUresult setProcess = cuCoredumpSetAttributeGlobal(CU_COREDUMP_FILE, processFile.data(), &size);
+    size = contextFile.size() + 1;
+    const CUresult setContext = cuCoredumpSetAttribute(CU_COREDUMP_FILE, contextFile.data(), &size);
+    char processRead[1024] = {};  // cuda.h: a file name of up to 1023 characters
+    size = sizeof(processRead);
+    const CUresult readProcess = cuCoredumpGetAttributeGlobal(CU_COREDUMP_FILE, processRead, &size);
+    char contextRead[1024] = {};
+    size = sizeof(contextRead);
+    const CUresult readContext = cuCoredumpGetAttribute(CU_COREDUMP_FILE, contextRead, &size);
+    lesson21::show("cuCoredumpSetAttributeGlobal(CU_COREDUMP_FILE)", setProcess);
+    lesson21::show("cuCoredumpSetAttribute(CU_COREDUMP_FILE)", setContext);
+    std::printf("the process's file (cuCoredumpGetAttributeGlobal): %s\n",
+                readProcess != CUDA_SUCCESS ? course::driverErrorName(readProcess)
+                : processFile == processRead ? "process.core, as set" : processRead);
+    std::printf("the context's file (cuCoredumpGetAttribute): %s\n",
+                readContext != CUDA_SUCCESS ? course::driverErrorName(readContext)
+                : contextFile == contextRead ? "context.core, as set" : contextRead);
+    if (std::getenv("CUDA_COREDUMP_FILE") != nullptr || setProcess == CUDA_ERROR_NOT_PERMITTED) {
+        std::printf("section settings: SKIP (CUDA_COREDUMP_FILE is set, or the driver refused the setting)\n");
+    } else {
+        verdict.check("the process-wide file reads back as set for the process",
+                      readProcess == CUDA_SUCCESS && processFile == processRead);
+        verdict.check("the context's file reads back as set for the context",
+                      readContext == CUDA_SUCCESS && contextFile == contextRead);
+    }
+    CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+
+    // Step 4: environment variables set before cuInit take precedence over the API for good
     // (cuda.h): the child gets none of them, whatever the parent's environment holds.
-    course::printStep(3, "a child with GPU coredumps on, and a kernel that faults");
+    course::printStep(4, "a child with GPU coredumps on, and a kernel that faults");
     children::Environment environment;
     environment.unset = {"CUDA_ENABLE_COREDUMP_ON_EXCEPTION",
                          "CUDA_ENABLE_CPU_COREDUMP_ON_EXCEPTION",
@@ -238,7 +278,7 @@ int main(int argc, char** argv) {
     std::printf("from the child's launch until its end: %.0f ms\n", ms);
     const std::string settings = children::valueOf(child, kSettings);
 
-    course::printStep(4, "the dump file");
+    course::printStep(5, "the dump file");
     std::error_code error;
     const bool exists = std::filesystem::is_regular_file(path, error);
     const auto bytes = exists ? std::filesystem::file_size(path, error) : 0;
@@ -257,6 +297,9 @@ int main(int argc, char** argv) {
     if (!skip.empty()) {
         std::printf("section GPU coredump: SKIP (%s)\n", skip.c_str());
     } else if (verdict.check("the driver accepts the coredump settings", settings == "CUDA_SUCCESS")) {
+        verdict.check("the child's context took the process's settings: dumps on, the parent's file",
+                      children::valueOf(child, kEnabledRead) == "true" &&
+                          children::valueOf(child, kFileRead) == "the path the parent sent");
         verdict.check("the child's context took the lightweight flags",
                       children::valueOf(child, kLightweightKept) == "yes");
         verdict.check("the child's GPU coredump is written and not empty", exists && bytes > 0);
@@ -264,7 +307,7 @@ int main(int argc, char** argv) {
         verdict.check("the driver aborted the child after the dump", ended == "killed by signal 6");
     }
 
-    course::printStep(5, "remove the temporary folder and the dump in it");
+    course::printStep(6, "remove the temporary folder and the dump in it");
     std::filesystem::remove_all(folder, error);
     const bool removed = !std::filesystem::exists(folder, error);
     std::printf("temporary folder at the end: %s\n", removed ? "removed" : "still there");

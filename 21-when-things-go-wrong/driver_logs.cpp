@@ -6,16 +6,20 @@
 // choice: on NVIDIA H100 80GB HBM3 it wrote one for each failure this program provokes. A callback
 // registered with cuLogsRegisterCallback receives each line as it is written, until
 // cuLogsUnregisterCallback; cuLogsCurrent + cuLogsDumpToMemory copy out the lines written after a
-// point, and not the ones before it. (CUDA_LOG_FILE=stderr, or a file name, wrote them out with no
-// code at all here.) The program provokes its errors and prints, for each, the bare CUresult beside
-// the driver's line.
+// point, and not the ones before it, and cuLogsDumpToFile writes them into a file.
+// (CUDA_LOG_FILE=stderr, or a file name, wrote them out with no code at all here.) The program
+// provokes its errors and prints, for each, the bare CUresult beside the driver's line.
 //
 //   driver_logs               the steps, with their checks
 //   driver_logs --device N    another GPU
 #include <cuda.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -89,6 +93,12 @@ std::string dumpSince(CUlogIterator* iterator) {
     size_t size = buffer.size();
     CHECK_DRIVER(cuLogsDumpToMemory(iterator, buffer.data(), &size, 0));
     return std::string(buffer.data(), size);
+}
+
+// The text of a file, "" if it cannot be read.
+std::string fileText(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 #endif
 
@@ -184,12 +194,16 @@ int main(int argc, char** argv) {
     std::printf("callback lines after a healthy launch: %zu\n", lineCount(log) - afterLookup);
 
     // Step 6: after cuLogsUnregisterCallback a failed call still reaches the log (a dump from a
-    // new iterator shows it) but no longer the callback.
+    // new iterator shows it) but no longer the callback. cuLogsDumpToFile writes the same lines
+    // into a file.
     course::printStep(6, "unregister the callback, release everything");
     CHECK_DRIVER(cuLogsUnregisterCallback(callback));
     const size_t beforeLate = lineCount(log);
+    // Two iterators at the same point: one for a dump to memory, one for a dump to a file.
     CUlogIterator late = 0;
     CHECK_DRIVER(cuLogsCurrent(&late, 0));
+    CUlogIterator lateForFile = 0;
+    CHECK_DRIVER(cuLogsCurrent(&lateForFile, 0));
     CUfunction afterUnregister = nullptr;
     const CUresult lateResult = cuModuleGetFunction(&afterUnregister, module, "afterTheCallback");
     const std::string lateDump = dumpSince(&late);
@@ -200,6 +214,23 @@ int main(int argc, char** argv) {
     std::printf("its lines in the callback: %zu; in a dump: %s\n", lateLines, lateLogged ? "yes" : "no");
     verdict.check("after cuLogsUnregisterCallback a failed call is logged but reaches no callback",
                   lateResult != CUDA_SUCCESS && lateLogged && lateLines == 0);
+    // The same lines, written by the driver into a file of this user's (mkstemp), then removed.
+    const char* tmp = std::getenv("TMPDIR");
+    std::string logFile = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/lesson21-log-XXXXXX";
+    const int descriptor = mkstemp(logFile.data());
+    if (descriptor < 0) std::perror("mkstemp for the log file");
+    std::string written;
+    if (descriptor >= 0) {
+        close(descriptor);
+        CHECK_DRIVER(cuLogsDumpToFile(&lateForFile, logFile.c_str(), 0));
+        written = fileText(logFile);
+        std::remove(logFile.c_str());
+    }
+    const std::string lateFirst = withoutTimeAndThread(lateDump.substr(0, lateDump.find('\n')));
+    const bool fileHoldsIt = !lateFirst.empty() && written.find(lateFirst) != std::string::npos;
+    std::printf("the file cuLogsDumpToFile wrote from the second iterator holds that line: %s\n",
+                fileHoldsIt ? "yes" : "no");
+    verdict.check("cuLogsDumpToFile writes the line cuLogsDumpToMemory returned", fileHoldsIt);
     CHECK_DRIVER(cuMemFree(words));
     CHECK_DRIVER(cuModuleUnload(module));
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));

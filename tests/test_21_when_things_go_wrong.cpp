@@ -325,11 +325,13 @@ TEST_CASE("Lesson 21 driver_logs prints the driver's line beside the bare CUresu
     CHECK(valueOf(r.out, "second dump from the advanced iterator") == "0 bytes");
     CHECK(valueOf(r.out, "callback lines after a healthy launch") == "0");
     CHECK(valueOf(r.out, "its lines in the callback") == "0; in a dump: yes");
+    CHECK(valueOf(r.out, "the file cuLogsDumpToFile wrote from the second iterator holds that line") == "yes");
     for (const char* name : {"the callback received a line about the invalid launch",
                              "the dump since the iterator holds the callback's line",
                              "the dump leaves out the line logged before cuLogsCurrent",
                              "a second dump from the advanced iterator is empty",
-                             "after cuLogsUnregisterCallback a failed call is logged but reaches no callback"}) {
+                             "after cuLogsUnregisterCallback a failed call is logged but reaches no callback",
+                             "cuLogsDumpToFile writes the line cuLogsDumpToMemory returned"}) {
         INFO(name);
         CHECK(checkOk(r.out, name));
     }
@@ -359,8 +361,13 @@ TEST_CASE("Lesson 21 coredump: the child's dump is written, then the driver abor
     CHECK(valueOf(r.out, "starts with the ELF magic (0x7f 'E' 'L' 'F')") == "yes");
     CHECK(valueOf(r.out, "temporary folder at the end") == "removed");
     CHECK(childValue(r.out, "the context's generation flags include every lightweight flag") == "yes");
+    CHECK(valueOf(r.out, "the process's file (cuCoredumpGetAttributeGlobal)") == "process.core, as set");
+    CHECK(valueOf(r.out, "the context's file (cuCoredumpGetAttribute)") == "context.core, as set");
     for (const char* name :
-         {"the driver accepts the coredump settings", "the child's context took the lightweight flags"}) {
+         {"the process-wide file reads back as set for the process",
+          "the context's file reads back as set for the context", "the driver accepts the coredump settings",
+          "the child's context took the process's settings: dumps on, the parent's file",
+          "the child's context took the lightweight flags"}) {
         INFO(name);
         CHECK(checkOk(r.out, name));
     }
@@ -412,6 +419,8 @@ TEST_CASE("Lesson 21 checkpoint: the states in order, the memory freed and back,
     CHECK(allOf(childValue(r.out, "words holding the pattern + 1 after a kernel")));
     CHECK(valueOf(r.out, "child") == "exit code 0");
     CHECK(checkOk(r.out, "the child is CU_PROCESS_STATE_RUNNING before the lock"));
+    CHECK(valueOf(r.out, "cuCheckpointProcessGetRestoreThreadId") == "CUDA_SUCCESS, a thread of the child: yes");
+    CHECK(checkOk(r.out, "cuCheckpointProcessGetRestoreThreadId names one of the child's threads"));
     // Step 6's figures are numbers above zero, not only lines.
     for (const char* label : {"checkpoint, 256 MiB buffer", "restore, 256 MiB buffer",
                               "pinned copy of 256 MiB, host to device", "pinned copy of 256 MiB, device to host"}) {
