@@ -41,10 +41,11 @@ std::vector<CUfunction> functionsOf(CUmodule module) {
     return functions;
 }
 
+// A std::string made from a null pointer is undefined behaviour: "" stands for no name.
 std::string nameOf(CUfunction function) {
     const char* name = nullptr;
     CHECK_DRIVER(cuFuncGetName(&name, function));
-    return name;
+    return name != nullptr ? name : "";
 }
 
 // The listed function called `name`, or nullptr.
@@ -109,6 +110,8 @@ int main(int argc, char** argv) {
     std::printf("cuModuleLoadFatBinary (%zu bytes): a module of %u functions\n", image.size(), firstCount);
     std::printf("cuModuleLoadData (the same bytes): %s module, of %u functions\n",
                 second != module ? "another" : "the same", secondCount);
+    verdict.check("each load holds as many functions as the .cu declares",
+                  firstCount == kKernelsDeclared && secondCount == kKernelsDeclared);
 
     course::printStep(3, "list the module's functions and their names");
     const std::vector<CUfunction> functions = functionsOf(module);

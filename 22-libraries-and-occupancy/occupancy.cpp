@@ -14,31 +14,26 @@
 //   occupancy --device N    another GPU
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "../common/check_driver.h"
 #include "../common/course_util.h"
+#include "cache_preference.h"
 #include "kernel_types.h"
 #include "lesson22.h"
 #include "residency.h"
+#include "suggestion.h"
 
 namespace {
 
 using lesson22::Gpu;
 using lesson22::measure;
 using lesson22::peakOf;
+using lesson22::sharedBytesFor;
 using lesson22::smsHolding;
-
-constexpr size_t kSharedPerThread = 256;  // bytes of dynamic shared memory per thread, step 4
-
-// The dynamic shared memory function of step 4 (a CUoccupancyB2DSize): it "computes the dynamic
-// shared memory needed by func for any given block size" (cuda.h:21697-21698). For which block
-// sizes, and how often, cuOccupancyMaxPotentialBlockSizeWithFlags calls it, cuda.h does not say.
-size_t sharedBytesFor(int blockSize) {
-    return static_cast<size_t>(blockSize) * kSharedPerThread;
-}
 
 int predict(CUfunction function, int blockSize, size_t dynamicBytes) {
     int blocks = 0;
@@ -61,35 +56,6 @@ int attribute(CUdevice device, CUdevice_attribute which) {
     int value = 0;
     CHECK_DRIVER(cuDeviceGetAttribute(&value, which, device));
     return value;
-}
-
-// Step 2, the context's preference: read it, set another one, read, set the first one again,
-// read. A device whose L1 and shared memory sizes are fixed reports CU_FUNC_CACHE_PREFER_NONE
-// whatever was set (cuda.h:6805-6806): there the first preference cannot be told from the other
-// by reading, and the check says SKIP.
-void contextCachePreference(course::Verdict& verdict) {
-    CUfunc_cache initial = CU_FUNC_CACHE_PREFER_NONE;
-    CUfunc_cache afterSet = CU_FUNC_CACHE_PREFER_NONE;
-    CUfunc_cache restored = CU_FUNC_CACHE_PREFER_NONE;
-    CHECK_DRIVER(cuCtxGetCacheConfig(&initial));
-    const CUfunc_cache other =
-        initial == CU_FUNC_CACHE_PREFER_SHARED ? CU_FUNC_CACHE_PREFER_L1 : CU_FUNC_CACHE_PREFER_SHARED;
-    CHECK_DRIVER(cuCtxSetCacheConfig(other));
-    CHECK_DRIVER(cuCtxGetCacheConfig(&afterSet));
-    CHECK_DRIVER(cuCtxSetCacheConfig(initial));
-    CHECK_DRIVER(cuCtxGetCacheConfig(&restored));
-    std::printf("context cache preference: %s; after cuCtxSetCacheConfig(%s): %s\n", lesson22::cacheConfigName(initial),
-                lesson22::cacheConfigName(other), lesson22::cacheConfigName(afterSet));
-    const bool kept = afterSet == other;
-    std::printf("L1 and shared memory share their hardware here: %s\n",
-                kept ? "yes (the preference set was kept)" : "no (the preference set did not read back)");
-    std::printf("context cache preference after setting the first one again: %s\n",
-                lesson22::cacheConfigName(restored));
-    const char* name = "the context's cache preference is back to what it was";
-    if (kept)
-        verdict.check(name, restored == initial);
-    else
-        std::printf("check %s: SKIP (the preference set did not read back)\n", name);
 }
 
 // Step 3: three launches, each limited by one resource. Each prediction is compared with the
@@ -127,6 +93,17 @@ void limitedBy(course::Verdict& verdict, const Gpu& gpu, CUfunction resident, CU
                 byRegisters);
     verdict.check("registers: residentHeavy's prediction is what its registers allow, below the thread limit",
                   byRegisters > 0 && byRegisters < byThreads && registersPredicted == byRegisters);
+    // The call without flags: CU_OCCUPANCY_DEFAULT "maintains the default behavior as"
+    // cuOccupancyMaxActiveBlocksPerMultiprocessor (cuda.h:21637-21638). Whatever the granularity,
+    // resident blocks use no more threads, blocks or registers than the SM has.
+    int plain = 0;
+    CHECK_DRIVER(cuOccupancyMaxActiveBlocksPerMultiprocessor(&plain, heavy, 256, 0));
+    const int totals =
+        std::min({byThreads, gpu.blocksPerSm, heavyRegisters > 0 ? gpu.registersPerSm / (heavyRegisters * 256) : 0});
+    std::printf("cuOccupancyMaxActiveBlocksPerMultiprocessor (residentHeavy, 256 threads): %d; the SM's totals: %d\n",
+                plain, totals);
+    verdict.check("the call without flags gives CU_OCCUPANCY_DEFAULT's answer, within the SM's totals",
+                  plain == registersPredicted && plain >= 1 && plain <= totals);
 }
 
 #if CUDA_VERSION >= 12000
@@ -226,7 +203,7 @@ int main(int argc, char** argv) {
 
     // Step 2: a cache preference is only a preference (cuda.h:6845-6847).
     course::printStep(2, "cache preferences: the context's, then each kernel's");
-    contextCachePreference(verdict);
+    lesson22::contextCachePreference(verdict);
     // The measured kernels prefer shared memory. A function's own PREFER_NONE (its default) means
     // "the current context-wide setting will be used" (cuda.h:17267-17269); PREFER_SHARED
     // overrides the context's. A hint only (17264-17266): whether it changes a count here is not
@@ -256,6 +233,7 @@ int main(int argc, char** argv) {
     const int sharedPredicted = predict(resident, suggested, sharedBytesFor(suggested));
     report(verdict, "shared memory (resident, the suggested block size)", sharedPredicted,
            measure(gpu, resident, suggested, sharedBytesFor(suggested)));
+    lesson22::checkSuggestion(verdict, gpu, resident, suggested, minGrid, dynamicLimit);
 
     // Step 5: "the maximum size of dynamic shared memory to allow numBlocks blocks per SM"
     // (cuda.h:21786), for 3 blocks of 256 threads. cuda_occupancy.h's own version of this

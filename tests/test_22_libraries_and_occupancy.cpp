@@ -121,7 +121,7 @@ TEST_CASE("Lesson 22 libraries: names, owners, parameters, attributes, globals a
          "cuKernelGetAttribute reads the dynamic shared memory limit cuda.h gives, then the one set",
          "addOffset read the gOffset written through cuLibraryGetGlobal",
          "the library loaded from memory has its own gOffset, as in the image",
-         "gLaunches, read from the host, counted both launches",
+         "gLaunches, one unsigned int read from the host, counted both launches",
          "the library's module in this context holds the same gOffset", "cuModuleUnload refuses the library's module"});
     if (driver().driverVersion() >= 12050 && CUDA_VERSION >= 12050)
         CHECK(valueOf(r.out, "check every kernel names the library it came from") == "ok");
@@ -208,7 +208,7 @@ TEST_CASE("Lesson 22 modules: the list, each function's module, a mangled name, 
     CHECK(valueOf(r.out, "cuModuleGetFunction(\"_Z5scalePffi\")") == "CUDA_SUCCESS");
     CHECK(valueOf(r.out, "fillIndex then addOne") == "4096 of 4096 elements = i + 1");
     requireNamedChecksOk(
-        r, {"the module lists every kernel the .cu declares",
+        r, {"each load holds as many functions as the .cu declares", "the module lists every kernel the .cu declares",
             "every listed function names its module, and the two modules are distinct",
             "the C++ kernel is listed and found by its mangled name only", "functions taken from the list run"});
 }
@@ -227,7 +227,10 @@ TEST_CASE("Lesson 22 occupancy: every prediction matches the blocks the kernels 
             "blocks: the prediction for 32-thread blocks is the SM's block limit",
             "residency matches the prediction: registers (residentHeavy, 256 threads a block)",
             "registers: residentHeavy's prediction is what its registers allow, below the thread limit",
+            "the call without flags gives CU_OCCUPANCY_DEFAULT's answer, within the SM's totals",
             "residency matches the prediction: shared memory (resident, the suggested block size)",
+            "the suggested block size reaches the most warps per SM, and the minimum grid fills every SM",
+            "cuCtxGetCacheConfig reads back each preference set, or PREFER_NONE throughout",
             "residency matches the prediction: the size returned for 3 blocks (resident, 256 threads a block)",
             "the size less the reserve holds the 3 blocks asked for, predicted and measured"});
     // The cache preference check decides only where the preference set read back (cuda.h: a
