@@ -1,4 +1,4 @@
-// Lesson 19, program 3 of 5 — what a texture returns outside the image (address modes) and what
+// Lesson 19, program 3 of 6 — what a texture returns outside the image (address modes) and what
 // it returns for 8-bit data (read modes).
 //
 // Address modes decide which texel a coordinate outside [0, 1) reads: clamp (the edge texel), wrap

@@ -1,4 +1,4 @@
-// Lesson 19, program 5 of 5 — two ways to copy a sub-rectangle between pitched images, and two ways
+// Lesson 19, program 5 of 6 — two ways to copy a sub-rectangle between pitched images, and two ways
 // for a stencil kernel to read its neighbours.
 //
 // A sub-rectangle is h rows of w texels at some offset: one cuMemcpy2D moves all of it, or h calls

@@ -1,4 +1,4 @@
-// Lesson 19, program 2 of 5 — texture objects and filtering: point sampling and linear
+// Lesson 19, program 2 of 6 — texture objects and filtering: point sampling and linear
 // (bilinear) filtering, over a CUDA array and over pitched memory.
 //
 // A texture object (cuTexObjectCreate) is a resource (a CUDA array, or pitched device memory) plus

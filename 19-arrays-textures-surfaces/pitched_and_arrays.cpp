@@ -1,4 +1,4 @@
-// Lesson 19, program 1 of 5 — pitched memory and CUDA arrays: where a 2D image or a 3D volume lives
+// Lesson 19, program 1 of 6 — pitched memory and CUDA arrays: where a 2D image or a 3D volume lives
 // on the device, and how cuMemcpy2D / cuMemcpy3D move all of it or a box of it.
 //
 // A row of 999 floats is 3996 bytes. cuMemAllocPitch pads every row to a pitch of its choosing, so

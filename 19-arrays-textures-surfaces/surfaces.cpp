@@ -1,4 +1,4 @@
-// Lesson 19, program 4 of 5 — surface objects: a kernel that writes an image into a CUDA array.
+// Lesson 19, program 4 of 6 — surface objects: a kernel that writes an image into a CUDA array.
 //
 // A texture reads an array; a surface object (cuSurfObjectCreate) lets a kernel read and write one,
 // by integer coordinates, with x in bytes. The array must be made for it: cuArray3DCreate with

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
 
 #include <cstdio>
 #include <string>
@@ -72,11 +73,14 @@ inline CUmemLocation hostLocation() {
     return location;
 }
 
-// The function types of this build's ABI: decltype names the type of what cuda.h declares under
-// the plain name (cuMemcpyBatchAsync_v2 with CUDA 13 headers) without making the program refer to
-// the symbol.
-using MemcpyBatchAsyncFunction = decltype(&::cuMemcpyBatchAsync);
-using Memcpy3DBatchAsyncFunction = decltype(&::cuMemcpy3DBatchAsync);
+// The function types of this build's ABI, as cudaTypedefs.h names them: a type refers to no symbol.
+#if CUDA_VERSION >= 13000
+using MemcpyBatchAsyncFunction = PFN_cuMemcpyBatchAsync_v13000;
+using Memcpy3DBatchAsyncFunction = PFN_cuMemcpy3DBatchAsync_v13000;
+#else
+using MemcpyBatchAsyncFunction = PFN_cuMemcpyBatchAsync_v12080;
+using Memcpy3DBatchAsyncFunction = PFN_cuMemcpy3DBatchAsync_v12080;
+#endif
 
 struct BatchCalls {
     MemcpyBatchAsyncFunction batch = nullptr;
@@ -119,26 +123,26 @@ inline std::string batchCallsUnavailable(int driverVersion) {
 // the CUresult.
 inline CUresult memcpyBatchAsync(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
                                  CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs, CUstream stream) {
-    const MemcpyBatchAsyncFunction call = batchCalls().batch;
-    if (call == nullptr) return CUDA_ERROR_NOT_FOUND;  // resolveBatchCalls() did not find it
+    const MemcpyBatchAsyncFunction batch = batchCalls().batch;
+    if (batch == nullptr) return CUDA_ERROR_NOT_FOUND;  // resolveBatchCalls() did not find it
 #if CUDA_VERSION >= 13000
-    return call(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream);
+    return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream);
 #else
     size_t failIdx = 0;
-    return call(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, &failIdx, stream);
+    return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, &failIdx, stream);
 #endif
 }
 
 // cuMemcpy3DBatchAsync with CUDA 13.0's arguments (flags "must be zero now", cuda.h:11231).
 inline CUresult memcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP* opList, unsigned long long flags,
                                    CUstream stream) {
-    const Memcpy3DBatchAsyncFunction call = batchCalls().batch3D;
-    if (call == nullptr) return CUDA_ERROR_NOT_FOUND;
+    const Memcpy3DBatchAsyncFunction batch3D = batchCalls().batch3D;
+    if (batch3D == nullptr) return CUDA_ERROR_NOT_FOUND;
 #if CUDA_VERSION >= 13000
-    return call(numOps, opList, flags, stream);
+    return batch3D(numOps, opList, flags, stream);
 #else
     size_t failIdx = 0;
-    return call(numOps, opList, &failIdx, flags, stream);
+    return batch3D(numOps, opList, &failIdx, flags, stream);
 #endif
 }
 #else

@@ -16,8 +16,8 @@ using namespace harness;
 namespace {
 
 const std::string kLesson = "19-arrays-textures-surfaces";
-const std::vector<std::string> kPrograms = {"pitched_and_arrays", "filtering", "address_and_read_modes", "surfaces",
-                                            "copy_and_stencil"};
+const std::vector<std::string> kPrograms = {"pitched_and_arrays", "filtering",        "address_and_read_modes",
+                                            "surfaces",           "copy_and_stencil", "descriptors_and_limits"};
 
 // The number a labelled value starts with ("4096 bytes, 100 bytes of padding" -> 4096).
 double leadingNumber(const std::optional<std::string>& value) {
@@ -51,15 +51,18 @@ RunResult passingRun(const std::string& program) {
 // ---------------------------------------------------------------------------
 // CPU: no driver needed.
 
-TEST_CASE("Lesson 19 runs its five programs in order", "[cpu][lesson19]") {
+TEST_CASE("Lesson 19 runs its six programs in order", "[cpu][lesson19]") {
     CHECK(lessonPrograms(kLesson) == kPrograms);
 }
 
 TEST_CASE("Lesson 19 rejects unknown or incomplete arguments with a usage line and exit 2", "[cpu][lesson19]") {
     const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
         {"pitched_and_arrays", {"--bench"}},  // only copy_and_stencil has a benchmark
-        {"filtering", {"--device"}},         {"address_and_read_modes", {"--mode", "wrap"}},
-        {"surfaces", {"--device", "one"}},   {"copy_and_stencil", {"--size", "8192"}},
+        {"filtering", {"--device"}},
+        {"address_and_read_modes", {"--mode", "wrap"}},
+        {"surfaces", {"--device", "one"}},
+        {"copy_and_stencil", {"--size", "8192"}},
+        {"descriptors_and_limits", {"--bench"}},
     };
     for (const auto& [program, args] : cases) checkRefusesArguments(kLesson, args, program);
 }
@@ -423,6 +426,45 @@ TEST_CASE("Lesson 19 copy_and_stencil --bench: every rate measured, one cuMemcpy
 
 // ---------------------------------------------------------------------------
 // GPU: the same driver behaviour, checked directly through the driver.
+
+TEST_CASE(
+    "Lesson 19 descriptors_and_limits: arrays, texture and surface objects read back as made; the 1D linear "
+    "limit holds exactly; an array's memory comes back",
+    "[gpu][lesson19]") {
+    requireGpu();
+    const RunResult r = passingRun("descriptors_and_limits");
+    for (const char* name :
+         {"the 1D array reads back as asked, Height 0", "the 2D array reads back as asked",
+          "the image comes back from the 2D array exactly", "the volume reads back as asked",
+          "the surface array reads back as asked, with CUDA_ARRAY3D_SURFACE_LDST",
+          "the volume comes back from the 3D array exactly", "cuTexObjectGetResourceDesc gives back the image array",
+          "cuTexObjectGetTextureDesc gives back the address modes, filter and flags",
+          "cuTexObjectGetResourceViewDesc gives back the view's format and size",
+          "a texture made without a view has none to give: CUDA_ERROR_INVALID_VALUE",
+          "cuSurfObjectGetResourceDesc gives back the surface array",
+          "a 1D linear texture exactly as wide as the limit is accepted", "one element more is refused",
+          "a 256 MiB array takes its memory from the device", "cuArrayDestroy gives the array's memory back"})
+        CHECK(checkOk(r.out, name));
+    CHECK(valueOf(r.out, "1D array") == "4096 x 0, format 32, 1 channel(s)");  // 32: CU_AD_FORMAT_FLOAT
+    CHECK(valueOf(r.out, "2D array") == "300 x 200, format 2, 2 channel(s)");  // 2: CU_AD_FORMAT_UNSIGNED_INT16
+    CHECK(valueOf(r.out, "volume") == "300 x 200 x 6, flags 0");
+    CHECK(valueOf(r.out, "surface array") == "300 x 200 x 0, flags 2");  // CUDA_ARRAY3D_SURFACE_LDST
+    // The limit the program printed is this driver's answer for the same format.
+    {
+        CurrentPrimaryContext context;
+        auto deviceGet = DRIVER_FUNCTION(driver(), cuDeviceGet);
+        auto maxWidth = DRIVER_FUNCTION(driver(), cuDeviceGetTexture1DLinearMaxWidth);
+        REQUIRE((deviceGet && maxWidth));
+        CUdevice device = 0;
+        REQUIRE(deviceGet(&device, 0) == CUDA_SUCCESS);
+        size_t width = 0;
+        REQUIRE(maxWidth(&width, CU_AD_FORMAT_UNSIGNED_INT8, 1, device) == CUDA_SUCCESS);
+        CHECK(valueOf(r.out, "cuDeviceGetTexture1DLinearMaxWidth (8-bit, 1 channel) in elements") ==
+              std::to_string(width));
+    }
+    CHECK(valueOf(r.out, "cuTexObjectCreate at the limit") == "CUDA_SUCCESS");
+    CHECK(valueOf(r.out, "objects, arrays and primary context") == "released");
+}
 
 TEST_CASE("cuMemAllocPitch pads every width to a multiple of the texture pitch alignment", "[gpu][lesson19]") {
     requireGpu();
