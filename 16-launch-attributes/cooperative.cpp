@@ -7,6 +7,8 @@
 // that, and it refuses a grid larger than the GPU can hold at once. The limit comes from
 // occupancy: blocks per SM (cuOccupancyMaxActiveBlocksPerMultiprocessor) x SMs.
 //
+// cuLaunchCooperativeKernel, the call from before launch attributes, makes the same launch.
+//
 //   cooperative               the steps, with their checks
 //   cooperative --device N    another GPU
 #include <cuda.h>
@@ -33,6 +35,15 @@ CUresult launchCooperative(CUfunction kernel, unsigned int blocks, CUdeviceptr d
     int n = static_cast<int>(blocks * kThreads);
     void* params[] = {&data, &out, &n};
     return cuLaunchKernelEx(&config, kernel, params, nullptr);
+}
+
+// How many of the first n values hold what grid_rotate writes after grid.sync(): 3 x the
+// value of the thread one block further on (wrapping at n), + 1.
+size_t rotatedCorrectly(const std::vector<int>& values, size_t n) {
+    size_t correct = 0;
+    for (size_t i = 0; i < n; ++i)
+        if (values[i] == static_cast<int>(3 * ((i + kThreads) % n) + 1)) ++correct;
+    return correct;
 }
 
 }  // namespace
@@ -100,9 +111,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(launchCooperative(kernel, maxBlocks, data, out, stream));
     const std::vector<int> values = lesson16::copyBack(out, count, stream);
     const size_t n = static_cast<size_t>(maxBlocks) * kThreads;
-    size_t correct = 0;
-    for (size_t i = 0; i < n; ++i)
-        if (values[i] == static_cast<int>(3 * ((i + kThreads) % n) + 1)) ++correct;
+    const size_t correct = rotatedCorrectly(values, n);
     std::printf("values read from the next block after grid.sync(): %zu of %zu correct\n", correct, n);
     verdict.check("after grid sync every thread read what the next block wrote", correct == n);
 
@@ -115,7 +124,27 @@ int main(int argc, char** argv) {
                   tooLarge == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
     CHECK_DRIVER(cuStreamSynchronize(stream));
 
-    course::printStep(6, "release everything, newest first");
+    // Step 6: the older call takes the grid as arguments, with the same limit (cuda.h: blocks per
+    // SM from cuOccupancyMaxActiveBlocksPerMultiprocessor x the SM count).
+    course::printStep(6, "the same launch with cuLaunchCooperativeKernel");
+    CHECK_DRIVER(cuMemsetD32Async(out, 0, count, stream));
+    int total = static_cast<int>(n);
+    void* params[] = {&data, &out, &total};
+    CHECK_DRIVER(cuLaunchCooperativeKernel(kernel, maxBlocks, 1, 1, kThreads, 1, 1, 0, stream, params));
+    const size_t correctAgain = rotatedCorrectly(lesson16::copyBack(out, count, stream), n);
+    std::printf("cuLaunchCooperativeKernel of %u blocks: %zu of %zu values correct\n", maxBlocks, correctAgain, n);
+    verdict.check("cuLaunchCooperativeKernel's grid synced too", correctAgain == n);
+    const unsigned int oneMore = maxBlocks + 1;
+    int totalOneMore = static_cast<int>(oneMore * kThreads);
+    void* paramsOneMore[] = {&data, &out, &totalOneMore};
+    const CUresult oldTooLarge =
+        REPORT_DRIVER(cuLaunchCooperativeKernel(kernel, oneMore, 1, 1, kThreads, 1, 1, 0, stream, paramsOneMore));
+    std::printf("cuLaunchCooperativeKernel of %u blocks: %s\n", oneMore, course::driverErrorName(oldTooLarge));
+    verdict.check("cuLaunchCooperativeKernel refuses one block more as too large",
+                  oldTooLarge == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+    CHECK_DRIVER(cuStreamSynchronize(stream));
+
+    course::printStep(7, "release everything, newest first");
     CHECK_DRIVER(cuMemFree(out));
     CHECK_DRIVER(cuMemFree(data));
     CHECK_DRIVER(cuStreamDestroy(stream));

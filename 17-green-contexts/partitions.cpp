@@ -42,6 +42,30 @@ std::set<unsigned int> smsUsed(CUkernel spin, CUstream stream, CUdeviceptr smOfB
 }
 #endif
 
+#if CUDA_VERSION >= 13000
+// Ids (CUDA 13.0's cuda.h): unique for the life of the program; given NULL, the id of the green
+// context that is current. Whether a green context and its CUcontext share one id, cuda.h does
+// not say: printed only.
+void checkGreenContextIds(CUgreenCtx greenA, CUgreenCtx greenB, CUcontext contextA, course::Verdict& verdict) {
+    unsigned long long idA = 0;
+    unsigned long long idB = 0;
+    unsigned long long idCurrent = 0;
+    unsigned long long idOfContextA = 0;
+    CHECK_DRIVER(cuGreenCtxGetId(greenA, &idA));
+    CHECK_DRIVER(cuGreenCtxGetId(greenB, &idB));
+    CHECK_DRIVER(cuCtxPushCurrent(contextA));
+    CHECK_DRIVER(cuGreenCtxGetId(nullptr, &idCurrent));
+    CHECK_DRIVER(cuCtxGetId(contextA, &idOfContextA));
+    CUcontext popped = nullptr;
+    CHECK_DRIVER(cuCtxPopCurrent(&popped));
+    std::printf("green context ids (cuGreenCtxGetId): A and B differ: %s; NULL with A current gives A's: %s\n",
+                idA != idB ? "yes" : "no", idCurrent == idA ? "yes" : "no");
+    std::printf("cuCtxGetId of A as a CUcontext equals A's green id: %s (observed)\n", idOfContextA == idA ? "yes" : "no");
+    verdict.check("green contexts A and B have different ids", idA != idB);
+    verdict.check("cuGreenCtxGetId(NULL) names the current green context", idCurrent == idA);
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -78,7 +102,9 @@ int main(int argc, char** argv) {
     CUdevResource all{};
     CHECK_DRIVER(cuDeviceGetDevResource(device, &all, CU_DEV_RESOURCE_TYPE_SM));
     std::printf("SM resource of the device: %u SMs\n", all.sm.smCount);
-    verdict.check("the SM resource matches the SM count", all.sm.smCount == static_cast<unsigned int>(smCount));
+    // Every split below starts from this resource: without it there is nothing to go on with.
+    if (!verdict.check("the SM resource matches the SM count", all.sm.smCount == static_cast<unsigned int>(smCount)))
+        return verdict.finish();
     const lesson17::SmRule rule = lesson17::printPartitionRule(all, major, minor);
 
     // Step 3: split the whole device with several requested sizes. The driver rounds each
@@ -100,7 +126,7 @@ int main(int argc, char** argv) {
         sizesFollowRule = sizesFollowRule && ok;
     }
     std::printf("smallest partition granted (minCount 1): %u SMs\n", smallest);
-    verdict.check("every split follows the rule and adds up", sizesFollowRule);
+    if (!verdict.check("every split follows the rule and adds up", sizesFollowRule)) return verdict.finish();
 #if CUDA_VERSION >= 13000
     // cuda.h: the flag will "lower the minimum SM count and alignment".
     const lesson17::Split loose = lesson17::splitSms(all, 1, CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING);
@@ -137,6 +163,9 @@ int main(int argc, char** argv) {
     CUdevResource ofContextA{};
     CHECK_DRIVER(cuCtxGetDevResource(contextA, &ofContextA, CU_DEV_RESOURCE_TYPE_SM));
     std::printf("A as a CUcontext (cuCtxFromGreenCtx, cuCtxGetDevResource): %u SMs\n", ofContextA.sm.smCount);
+#if CUDA_VERSION >= 13000
+    checkGreenContextIds(greenA, greenB, contextA, verdict);
+#endif
     verdict.check("green context A got at least the SMs requested", smsA >= kRequest);
     verdict.check("green contexts A and B together hold every SM", smsA + smsB == all.sm.smCount);
     verdict.check("A as a CUcontext has A's SMs", ofContextA.sm.smCount == smsA);

@@ -144,6 +144,13 @@ TEST_CASE("Lesson 16 cooperative: the largest grid syncs, one block more is COOP
     CHECK(contains(r.err, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE"));  // REPORT_DRIVER named the refused launch
     CHECK(checkOk(r.out, "after grid sync every thread read what the next block wrote"));
     CHECK(checkOk(r.out, "a cooperative grid one block too large refused as too large"));
+    // The same grid through cuLaunchCooperativeKernel, and the same limit.
+    CHECK(valueOf(r.out, "cuLaunchCooperativeKernel of " + std::to_string(largest) + " blocks") ==
+          n + " of " + n + " values correct");
+    CHECK(valueOf(r.out, "cuLaunchCooperativeKernel of " + std::to_string(largest + 1) + " blocks") ==
+          "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE");
+    CHECK(checkOk(r.out, "cuLaunchCooperativeKernel's grid synced too"));
+    CHECK(checkOk(r.out, "cuLaunchCooperativeKernel refuses one block more as too large"));
 }
 
 TEST_CASE(

@@ -128,6 +128,14 @@ TEST_CASE("Lesson 17 partitions' green contexts get what the split granted and k
         INFO(name);
         CHECK(checkOk(r.out, name));
     }
+#if CUDA_VERSION >= 13000  // the ids: cuGreenCtxGetId is in CUDA 13.0's cuda.h, not in 12.4's
+    CHECK(checkOk(r.out, "green contexts A and B have different ids"));
+    CHECK(checkOk(r.out, "cuGreenCtxGetId(NULL) names the current green context"));
+    CHECK(valueOf(r.out, "green context ids (cuGreenCtxGetId)") ==
+          "A and B differ: yes; NULL with A current gives A's: yes");
+    // Whether the two ids agree is printed as observed; only that the line is there.
+    CHECK(valueOf(r.out, "cuCtxGetId of A as a CUcontext equals A's green id"));
+#endif
     CHECK(valueOf(r.out, "green contexts and primary context") == "released");
 }
 
