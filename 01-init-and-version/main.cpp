@@ -101,8 +101,19 @@ int main() {
         busIdsLeadBack = busIdsLeadBack && lookup == CUDA_SUCCESS && byBusId == device;
     }
 
+    // The count bounds the ordinals: cuDeviceGet takes "an ordinal in the range [0,
+    // cuDeviceGetCount()-1]" (cuda.h). The last one gives a device, one more does not; which
+    // error code comes back is printed, not checked (cuda.h lists several without saying).
+    CUdevice last = -1;
+    const CUresult lastResult = cuDeviceGet(&last, deviceCount - 1);
+    CUdevice pastLast = -1;
+    const CUresult pastResult = cuDeviceGet(&pastLast, deviceCount);
+    std::printf("cuDeviceGet(count - 1): %s\n", course::driverErrorName(lastResult));
+    std::printf("cuDeviceGet(count): %s\n", course::driverErrorName(pastResult));
+
     // Step 4: the lesson checks its own result.
     course::printStep(4, "check");
     verdict.check("each device's PCI bus id leads back to it", busIdsLeadBack);
+    verdict.check("the device count ends the valid ordinals", lastResult == CUDA_SUCCESS && pastResult != CUDA_SUCCESS);
     return verdict.finish();
 }

@@ -5,7 +5,7 @@
 // course's check macros (common/check_driver.h) print for each, then contrasts
 // the "print and carry on" check common in tutorials with the fail-fast form.
 //
-//   02-error-check-macro                  provoke four errors, check their codes
+//   02-error-check-macro                  provoke four errors, check their codes and names
 //   02-error-check-macro --fail-fast-demo end through CHECK_DRIVER on a bad ordinal (exit 1)
 #include <cuda.h>
 
@@ -99,7 +99,40 @@ int main(int argc, char** argv) {
                   badOrdinal == CUDA_ERROR_INVALID_DEVICE);
     std::printf("fail-fast form: run with --fail-fast-demo to see CHECK_DRIVER end the program with exit 1\n");
 
-    // Step 5: the verdict: every provoked error had exactly the expected code.
-    course::printStep(5, "check");
+    // Step 5: where the reports' words come from. cuGetErrorName gives "the name of the enum
+    // error code", its spelling in cuda.h; cuGetErrorString "a NULL-terminated string
+    // description" of it. For a code it does not recognise, each returns CUDA_ERROR_INVALID_VALUE
+    // and sets *pStr "to the NULL address" (cuda.h). 1000 is no CUresult: cuda.h's largest is
+    // CUDA_ERROR_UNKNOWN (999), and 1000 still fits the enum's range.
+    course::printStep(5, "names and descriptions of codes");
+    const char* name = nullptr;
+    const CUresult nameResult = cuGetErrorName(CUDA_ERROR_INVALID_DEVICE, &name);
+    const char* description = nullptr;
+    const CUresult descriptionResult = cuGetErrorString(CUDA_ERROR_INVALID_DEVICE, &description);
+    const bool named = nameResult == CUDA_SUCCESS && name != nullptr;
+    const bool described = descriptionResult == CUDA_SUCCESS && description != nullptr;
+    std::printf("cuGetErrorName(CUDA_ERROR_INVALID_DEVICE): %s\n", named ? name : "(no name)");
+    std::printf("cuGetErrorString(CUDA_ERROR_INVALID_DEVICE): %s\n", described ? description : "(no description)");
+    verdict.check("cuGetErrorName spells the enumerator", named && std::strcmp(name, "CUDA_ERROR_INVALID_DEVICE") == 0);
+    verdict.check("cuGetErrorString gives a description, not the name",
+                  named && described && std::strcmp(description, name) != 0);
+
+    constexpr auto kNoSuchCode = static_cast<CUresult>(1000);
+    const char* unknownName = "(set before the call)";  // the call must overwrite it with NULL
+    const CUresult unknownNameResult = cuGetErrorName(kNoSuchCode, &unknownName);
+    const char* unknownDescription = "(set before the call)";
+    const CUresult unknownDescriptionResult = cuGetErrorString(kNoSuchCode, &unknownDescription);
+    std::printf("cuGetErrorName(1000): %s, *pStr %s\n", course::driverErrorName(unknownNameResult),
+                unknownName == nullptr ? "NULL" : "not NULL");
+    std::printf("cuGetErrorString(1000): %s, *pStr %s\n", course::driverErrorName(unknownDescriptionResult),
+                unknownDescription == nullptr ? "NULL" : "not NULL");
+    verdict.check("cuGetErrorName refuses an unknown code with a NULL string",
+                  unknownNameResult == CUDA_ERROR_INVALID_VALUE && unknownName == nullptr);
+    verdict.check("cuGetErrorString refuses an unknown code with a NULL string",
+                  unknownDescriptionResult == CUDA_ERROR_INVALID_VALUE && unknownDescription == nullptr);
+
+    // Step 6: the verdict: every provoked error had exactly the expected code, and the
+    // driver named and described the codes as cuda.h says.
+    course::printStep(6, "check");
     return verdict.finish();
 }

@@ -19,6 +19,9 @@ TEST_CASE("Lesson 01 reports a driver at least as new as its major version and a
     REQUIRE(contains(r.out, "Result = PASS"));
     CHECK(valueOf(r.out, "check driver major version reaches the toolkit's") == "ok");
     CHECK(valueOf(r.out, "check each device's PCI bus id leads back to it") == "ok");
+    CHECK(valueOf(r.out, "check the device count ends the valid ordinals") == "ok");
+    CHECK(valueOf(r.out, "cuDeviceGet(count - 1)") == "CUDA_SUCCESS");
+    CHECK(valueOf(r.out, "cuDeviceGet(count)") != "CUDA_SUCCESS");
 
     // "driver CUDA version: 13.0 (cuDriverGetVersion = 13000)"
     const auto driverLine = valueOf(r.out, "driver CUDA version");

@@ -21,12 +21,18 @@ TEST_CASE("Lesson 02's provoked errors carry the expected names", "[gpu][lesson0
     CHECK(contains(r.out, "CHECK_DRIVER_BOOL returned false"));
     // What a failed call leaves in its out-parameter is not promised: only its presence is checked.
     CHECK(valueOf(r.out, "device handle after the failed call"));
-    for (const char* check : {"a NULL version pointer gives CUDA_ERROR_INVALID_VALUE",
-                              "a call before cuInit gives CUDA_ERROR_NOT_INITIALIZED",
-                              "undefined cuInit flags give CUDA_ERROR_INVALID_VALUE",
-                              "the bool form returned false for the failed call",
-                              "an ordinal past the last device gives CUDA_ERROR_INVALID_DEVICE"})
+    for (const char* check :
+         {"a NULL version pointer gives CUDA_ERROR_INVALID_VALUE",
+          "a call before cuInit gives CUDA_ERROR_NOT_INITIALIZED",
+          "undefined cuInit flags give CUDA_ERROR_INVALID_VALUE", "the bool form returned false for the failed call",
+          "an ordinal past the last device gives CUDA_ERROR_INVALID_DEVICE", "cuGetErrorName spells the enumerator",
+          "cuGetErrorString gives a description, not the name",
+          "cuGetErrorName refuses an unknown code with a NULL string",
+          "cuGetErrorString refuses an unknown code with a NULL string"})
         CHECK(valueOf(r.out, std::string("check ") + check) == "ok");
+    CHECK(valueOf(r.out, "cuGetErrorName(CUDA_ERROR_INVALID_DEVICE)") == "CUDA_ERROR_INVALID_DEVICE");
+    CHECK(valueOf(r.out, "cuGetErrorName(1000)") == "CUDA_ERROR_INVALID_VALUE, *pStr NULL");
+    CHECK(valueOf(r.out, "cuGetErrorString(1000)") == "CUDA_ERROR_INVALID_VALUE, *pStr NULL");
     CHECK(contains(r.out, "Result = PASS"));
     // The function form stamps its caller's place but cannot know the call's text.
     CHECK(contains(r.out, "function form: code 1 at "));

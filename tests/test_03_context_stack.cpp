@@ -54,10 +54,10 @@ long long freeMemory() {
 }  // namespace
 
 // ---------------------------------------------------------------------------
-// The lesson's output: five programs, run in this order by make run-03.
+// The lesson's output: six programs, run in this order by make run-03.
 
-const std::vector<std::string> kPrograms = {"push_pop", "synchronize_scope", "memory_lifetime", "memory_owner",
-                                            "thread_stacks"};
+const std::vector<std::string> kPrograms = {"push_pop",     "synchronize_scope", "memory_lifetime",
+                                            "memory_owner", "thread_stacks",     "context_identity"};
 
 // Each program prints its stack copy after every change, top first; every "current
 // context" line is what the driver said, and it must be the copy's top.
@@ -79,7 +79,7 @@ void checkStacks(const RunResult& r, const std::vector<std::string>& expected) {
     }
 }
 
-TEST_CASE("Lesson 03 runs its five programs in order", "[cpu][lesson03]") {
+TEST_CASE("Lesson 03 runs its six programs in order", "[cpu][lesson03]") {
     CHECK(lessonPrograms(kLesson) == kPrograms);
 }
 
@@ -160,6 +160,32 @@ TEST_CASE("Lesson 03 reads back the flags and device a context was created with"
     REQUIRE(apiVersion);
     CHECK(std::stoi(*apiVersion) >= 3020);
     CHECK(valueOf(r.out, "ctxB API version") == apiVersion);
+}
+
+TEST_CASE("Lesson 03 tells contexts apart by Id, sets a flag on a live one and reads its execution affinity",
+          "[gpu][lesson03]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson, "context_identity");
+    requireRan(r);  // exit 77: headers or driver older than CUDA 12.4
+    CHECK(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    CHECK(valueOf(r.out, "ctxA and ctxB have the same Id") == "no");
+    CHECK(valueOf(r.out, "cuCtxGetId(NULL) gives ctxB's Id") == "yes");
+    CHECK(valueOf(r.out, "the stream's context has ctxA's Id") == "yes");
+    CHECK(valueOf(r.out, "ctxC, made after ctxB's destroy, has a new Id") == "yes");
+    CHECK(valueOf(r.out, "ctxB API version") == valueOf(r.out, "current context's API version (NULL handle)"));
+    CHECK(contains(valueOf(r.out, "ctxB flags after").value_or(""), "CU_CTX_SYNC_MEMOPS"));
+    CHECK_FALSE(contains(valueOf(r.out, "ctxB flags before cuCtxSetFlags").value_or("CU_CTX_SYNC_MEMOPS"),
+                         "CU_CTX_SYNC_MEMOPS"));
+    for (const char* check :
+         {"two contexts have different Ids", "cuCtxGetId(NULL) answers for the current context",
+          "a stream's context has its creator's Id", "the API version of ctxB is the current context's",
+          "cuCtxSetFlags added CU_CTX_SYNC_MEMOPS and kept the scheduling policy",
+          "cuDeviceGetExecAffinitySupport answers 0 or 1", "cuCtxGetExecAffinity agrees with the device's support",
+          "a context made after a destroy has a new Id"}) {
+        INFO(check);
+        CHECK(valueOf(r.out, std::string("check ") + check) == "ok");
+    }
 }
 
 TEST_CASE("Lesson 03 shows the provoked CUDA_ERROR_INVALID_CONTEXT with the check macro's report", "[gpu][lesson03]") {

@@ -13,7 +13,7 @@ const std::string kLesson = "07-runtime-interop";
 const std::string kContext = "current_context";
 const std::string kStream = "shared_stream";
 const std::string kReset = "device_reset";
-
+const std::string kIdentity = "device_identity";
 
 }  // namespace
 
@@ -263,9 +263,39 @@ TEST_CASE("Resetting the primary context wipes its settings although it is still
     CHECK(fifoAfterReset == defaultFifo);
 }
 
+TEST_CASE("Lesson 07's driver and runtime describe the same device and read one context's limits", "[gpu][lesson07]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson, kIdentity);
+    REQUIRE(r.exitCode == 0);
+    REQUIRE(contains(r.out, "Result = PASS"));
+    for (const char* check :
+         {"cuDeviceGetName matches the runtime's name", "cuDeviceTotalMem matches the runtime's totalGlobalMem",
+          "cuDeviceGetUuid matches the runtime's uuid", "compute capability matches the runtime's major.minor",
+          "multiprocessor count matches cudaDeviceGetAttribute", "cuMemGetInfo's total matches cudaMemGetInfo's",
+          "cuCtxGetLimit reads the heap size cudaDeviceSetLimit set",
+          "cudaDeviceGetLimit reads the FIFO size cuCtxSetLimit set"}) {
+        INFO(check);
+        CHECK(checkOk(r.out, check));
+    }
+    // The printed pairs agree too, and the driver's answers are the ones the test's own calls get.
+    CHECK(valueOf(r.out, "cuDeviceGetName") == valueOf(r.out, "cudaDeviceProp::name"));
+    CHECK(valueOf(r.out, "cuDeviceGetUuid") == valueOf(r.out, "cudaDeviceProp::uuid"));
+    CHECK(valueOf(r.out, "cuDeviceGetUuid").value_or("").rfind("GPU-", 0) == 0);
+    const course::DynamicDriver& drv = driver();
+    auto deviceGet = DRIVER_FUNCTION(drv, cuDeviceGet);
+    auto getAttribute = DRIVER_FUNCTION(drv, cuDeviceGetAttribute);
+    REQUIRE(deviceGet);
+    REQUIRE(getAttribute);
+    CUdevice device = 0;
+    REQUIRE(deviceGet(&device, 0) == CUDA_SUCCESS);
+    int smCount = 0;
+    REQUIRE(getAttribute(&smCount, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device) == CUDA_SUCCESS);
+    CHECK(valueOf(r.out, "multiprocessors, cuDeviceGetAttribute") == std::to_string(smCount));
+}
+
 TEST_CASE("Lesson 07 against NVIDIA's stub libcuda stops at cuInit, before any runtime call",
           "[cpu][lesson07][fault]") {
-    for (const std::string& program : {kContext, kStream, kReset}) {
+    for (const std::string& program : {kContext, kStream, kReset, kIdentity}) {
         INFO(program);
         const RunResult r = runAgainstStub(kLesson, {}, program);
         CHECK(r.exitCode == 1);
@@ -277,7 +307,7 @@ TEST_CASE("Lesson 07 against NVIDIA's stub libcuda stops at cuInit, before any r
 }
 
 TEST_CASE("Lesson 07 rejects an unknown argument with a usage line and exit 2", "[cpu][lesson07]") {
-    for (const std::string& program : {kContext, kStream, kReset}) {
+    for (const std::string& program : {kContext, kStream, kReset, kIdentity}) {
         INFO(program);
         const RunResult r = runAgainstStub(kLesson, {"--bogus"}, program);
         CHECK(r.exitCode == 2);
@@ -287,7 +317,7 @@ TEST_CASE("Lesson 07 rejects an unknown argument with a usage line and exit 2", 
 
 TEST_CASE("Lesson 07's programs decide PASS through named checks, and every one held", "[gpu][lesson07]") {
     requireGpu();
-    for (const std::string& program : {kContext, kStream, kReset}) {
+    for (const std::string& program : {kContext, kStream, kReset, kIdentity}) {
         INFO(program);
         const RunResult r = defaultRun(kLesson, program);
         REQUIRE(r.exitCode == 0);

@@ -12,11 +12,14 @@ using namespace harness;
 namespace {
 
 const std::string kLesson = "14-multi-gpu";
-// The two programs' names (defaultRun's result is taken by value below: a reference to it
+// The programs' names (defaultRun's result is taken by value below: a reference to it
 // next to temporary strings is what GCC 13's -Wdangling-reference warns about).
 const std::string kPeerAccess = "peer_access";
 const std::string kPeerCopy = "peer_copy";
-const std::vector<std::string> kPrograms = {kPeerAccess, kPeerCopy};
+const std::string kPeerQueries = "peer_queries";
+const std::vector<std::string> kPrograms = {kPeerAccess, kPeerCopy, kPeerQueries};
+// The two that need two GPUs; peer_queries runs on one.
+const std::vector<std::string> kTwoGpuPrograms = {kPeerAccess, kPeerCopy};
 const std::string kOneGpuResult = "Result = SKIP (needs two GPUs with peer access; this machine has 1)";
 
 // The driver functions the direct tests use, looked up once per test.
@@ -114,7 +117,7 @@ std::pair<CUdevice, CUdevice> requireTwoPeerGpus(const PeerFunctions& f) {
 // ---------------------------------------------------------------------------
 // CPU: no driver needed.
 
-TEST_CASE("Lesson 14 runs its two programs in order", "[cpu][lesson14]") {
+TEST_CASE("Lesson 14 runs its three programs in order", "[cpu][lesson14]") {
     CHECK(lessonPrograms(kLesson) == kPrograms);
 }
 
@@ -155,7 +158,7 @@ TEST_CASE("With one GPU visible, each program of lesson 14 says what it would do
     // CUDA_VISIBLE_DEVICES=0 shows the programs a one-GPU machine on any machine.
     RunOptions options;
     options.setEnv.emplace("CUDA_VISIBLE_DEVICES", "0");
-    for (const auto& program : kPrograms) {
+    for (const auto& program : kTwoGpuPrograms) {
         INFO(program);
         const RunResult r = runLesson(kLesson, options, program);
         attachToReport(r);
@@ -166,6 +169,31 @@ TEST_CASE("With one GPU visible, each program of lesson 14 says what it would do
         CHECK(contains(r.out, kOneGpuResult + "\n"));
         CHECK(r.err.empty());
     }
+}
+
+TEST_CASE("With one GPU visible, lesson 14's peer_queries proves the refusals one GPU can show and passes",
+          "[gpu][lesson14]") {
+    requireGpu();
+    RunOptions options;
+    options.setEnv.emplace("CUDA_VISIBLE_DEVICES", "0");
+    const RunResult r = runLesson(kLesson, options, kPeerQueries);
+    attachToReport(r);
+    CHECK(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    CHECK(valueOf(r.out, "device count") == "1");
+    CHECK(valueOf(r.out, "cuDeviceGetP2PAttribute(GPU 0 -> GPU 0)") == "CUDA_ERROR_INVALID_DEVICE");
+    CHECK(valueOf(r.out, "cuCtxDisablePeerAccess, never enabled, two contexts of GPU 0") ==
+          "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED");
+    CHECK(valueOf(r.out, "section two GPUs") == "SKIP (this machine has 1)");
+    for (const char* check : {"a device is no link to itself",
+                              "disabling a direction never enabled gives CUDA_ERROR_PEER_ACCESS_NOT_ENABLED",
+                              "enabling follows what cuDeviceCanAccessPeer says"}) {
+        INFO(check);
+        CHECK(valueOf(r.out, std::string("check ") + check) == "ok");
+    }
+#if CUDA_VERSION >= 13000
+    CHECK(valueOf(r.out, "check a device has no atomics link to itself") == "ok");
+#endif
 }
 
 TEST_CASE("A device is not its own peer: cuDeviceGetP2PAttribute says CUDA_ERROR_INVALID_DEVICE",
@@ -198,6 +226,21 @@ TEST_CASE("A context cannot enable peer access to itself", "[gpu][lesson14]") {
 
 // ---------------------------------------------------------------------------
 // GPU, two GPUs with peer access (GPUs 0 and 1): skipped, with the reason, elsewhere.
+
+TEST_CASE("Lesson 14 peer_queries finds each link's attributes agreeing with cuDeviceCanAccessPeer, both ways",
+          "[gpu][lesson14][two-gpus]") {
+    const PeerFunctions f;
+    requireTwoPeerGpus(f);
+    const RunResult r = defaultRun(kLesson, kPeerQueries);
+    attachToReport(r);
+    CHECK(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    CHECK(valuesOf(r.out, "check ACCESS_SUPPORTED is cuDeviceCanAccessPeer's answer").size() == 2);
+#if CUDA_VERSION >= 13000
+    CHECK(valuesOf(r.out, "check cuDeviceGetP2PAtomicCapabilities answers for the link").size() == 2);
+#endif
+    CHECK_FALSE(contains(r.out, ": FAIL"));
+}
 
 TEST_CASE("Lesson 14 peer_access enables one direction and a kernel on GPU 0 reads GPU 1's buffer",
           "[gpu][lesson14][two-gpus]") {
