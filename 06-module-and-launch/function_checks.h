@@ -1,6 +1,6 @@
 // function_checks.h — what load_and_launch checks about a function taken from a loaded module:
 // which code the driver took for it, which module it is located in, whether vectorAdd through it
-// gives the host's sums, and saxpy launched with kernelParams.
+// gives the host's sums, saxpy launched with kernelParams, and the occupancy calculator's answer.
 // Every module it loads (fatbin, cubin, PTX, library) holds the same kernels: each must pass.
 #pragma once
 
@@ -34,6 +34,24 @@ inline bool locatedIn(const char* label, CUfunction function, CUmodule module) {
     CHECK_DRIVER(cuFuncGetModule(&owner, function));
     std::printf("%s is located in the module just loaded: %s\n", label, owner == module ? "yes" : "NO");
     return owner == module;
+}
+
+// cuOccupancyMaxPotentialBlockSize's answer against other sources. The block size is a whole
+// number of warps (CU_DEVICE_ATTRIBUTE_WARP_SIZE) within the function's own limit, at least one
+// such block fits on an SM (cuOccupancyMaxActiveBlocksPerMultiprocessor), and the grid that
+// "achieves the maximum occupancy" (cuda.h) is that many blocks on every SM, as cuda_occupancy.h,
+// the header form of the same calculation, computes it (numBlocks * numSms).
+inline bool occupancyAnswerHolds(CUdevice device, CUfunction function, int gridBlocks, int blockThreads) {
+    int warpSize = 0, multiprocessors = 0, maxThreads = 0, blocksPerSm = 0;
+    CHECK_DRIVER(cuDeviceGetAttribute(&warpSize, CU_DEVICE_ATTRIBUTE_WARP_SIZE, device));
+    CHECK_DRIVER(cuDeviceGetAttribute(&multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device));
+    CHECK_DRIVER(cuFuncGetAttribute(&maxThreads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function));
+    const bool wholeWarps = blockThreads > 0 && blockThreads % warpSize == 0 && blockThreads <= maxThreads;
+    if (wholeWarps)  // a block size the function cannot take would make the query fail
+        CHECK_DRIVER(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocksPerSm, function, blockThreads, 0));
+    std::printf("occupancy cross-check: whole warps within the function's max %d: %s; %d blocks per SM x %d SMs\n",
+                maxThreads, wholeWarps ? "yes" : "NO", blocksPerSm, multiprocessors);
+    return wholeWarps && blocksPerSm > 0 && gridBlocks == blocksPerSm * multiprocessors;
 }
 
 // x and y on the device and on the host, z on the device, and the launch shape for vectorAdd.

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -89,8 +90,9 @@ bool jitDisabled(CUresult result, const char* section) {
     return true;
 }
 
-// Step 5: link_main.ptx and link_helper.ptx into one cubin, load it, run applyLinked on x.
-void linkAndRun(std::string& mainPtx, std::string& helperPtx, CUdeviceptr x, CUdeviceptr y,
+// Step 5: link_main.ptx (from memory) and link_helper.ptx (from its file) into one cubin, load
+// it, run applyLinked on x.
+void linkAndRun(std::string& mainPtx, const std::string& helperPath, CUdeviceptr x, CUdeviceptr y,
                 const std::vector<float>& hostX, course::Verdict& verdict) {
     // cuda.h: optionValues must remain valid for the life of the CUlinkState, not only until
     // cuLinkComplete. `jit` is declared first, so it outlives the link state on every path.
@@ -98,12 +100,12 @@ void linkAndRun(std::string& mainPtx, std::string& helperPtx, CUdeviceptr x, CUd
     CUlinkState link = nullptr;
     CHECK_DRIVER(cuLinkCreate(jit.count(), jit.names.data(), jit.values.data(), &link));
     // PTX inputs must be NUL-terminated; the size given includes the terminator. The JIT
-    // compiles each PTX input inside cuLinkAddData, so a PTX error shows up there.
+    // compiles each PTX input as it is added, so a PTX error shows up there. cuLinkAddFile reads
+    // a file itself ("equivalent to invoking cuLinkAddData on the contents of the file").
     CUresult linked = REPORT_DRIVER(cuLinkAddData(link, CU_JIT_INPUT_PTX, mainPtx.data(), mainPtx.size() + 1,
                                                   "link_main.ptx", 0, nullptr, nullptr));
     if (linked == CUDA_SUCCESS)
-        linked = REPORT_DRIVER(cuLinkAddData(link, CU_JIT_INPUT_PTX, helperPtx.data(), helperPtx.size() + 1,
-                                             "link_helper.ptx", 0, nullptr, nullptr));
+        linked = REPORT_DRIVER(cuLinkAddFile(link, CU_JIT_INPUT_PTX, helperPath.c_str(), 0, nullptr, nullptr));
     void* linkedCubin = nullptr;
     std::size_t linkedBytes = 0;
     if (linked == CUDA_SUCCESS) linked = REPORT_DRIVER(cuLinkComplete(link, &linkedCubin, &linkedBytes));
@@ -113,6 +115,11 @@ void linkAndRun(std::string& mainPtx, std::string& helperPtx, CUdeviceptr x, CUd
     }
     if (linked != CUDA_SUCCESS) failAfterLog("link error log", jit, verdict, "cuLink links the two PTX files");
     verdict.check("cuLink links the two PTX files", true);
+    // The image and its size, as cuLinkComplete gives them: a cubin is an ELF file, whose 64-byte
+    // header (ELF64) starts with 0x7f 'E' 'L' 'F'.
+    const bool elf = linkedBytes >= 64 && std::memcmp(linkedCubin, "\177ELF", 4) == 0;
+    std::printf("linked image: an ELF file of %zu bytes: %s\n", linkedBytes, elf ? "yes" : "NO");
+    verdict.check("cuLinkComplete gives an ELF image and its size", elf);
     // The cubin belongs to the link state and dies with it: load it first.
     CUmodule linkedModule = nullptr;
     CHECK_DRIVER(cuModuleLoadData(&linkedModule, linkedCubin));
@@ -145,9 +152,11 @@ int main(int argc, char** argv) {
     // Step 1: the PTX files sit next to the executable (kernels/), found through /proc/self/exe.
     course::printStep(1, "find the PTX files");
     const std::optional<std::string> ptxImage = course::readFile(course::kernelPath("vector_ops.ptx"));
-    // cuLinkAddData takes a non-const pointer, so these two stay modifiable.
+    // cuLinkAddData takes a non-const pointer, so link_main's text stays modifiable; cuLinkAddFile
+    // reads link_helper.ptx itself (read here only to find it before cuInit).
     std::optional<std::string> linkMainPtx = course::readFile(course::kernelPath("link_main.ptx"));
-    std::optional<std::string> linkHelperPtx = course::readFile(course::kernelPath("link_helper.ptx"));
+    const std::string linkHelperPath = course::kernelPath("link_helper.ptx");
+    const std::optional<std::string> linkHelperPtx = course::readFile(linkHelperPath);
     if (!ptxImage || !linkMainPtx || !linkHelperPtx) {
         std::fprintf(stderr, "The lesson's module files are built next to its programs: run make build-06.\n");
         return EXIT_FAILURE;
@@ -259,7 +268,7 @@ int main(int argc, char** argv) {
             verdict.check("unresolved call refused as an image error", asImageError);
         }
     }
-    linkAndRun(*linkMainPtx, *linkHelperPtx, x, y, hostX, verdict);
+    linkAndRun(*linkMainPtx, linkHelperPath, x, y, hostX, verdict);
 
     // Step 6: release in reverse order of creation.
     course::printStep(6, "release and check");

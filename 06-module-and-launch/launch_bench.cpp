@@ -220,7 +220,8 @@ int main(int argc, char** argv) {
     if (driverVersion >= 11070) {
         CUmoduleLoadingMode mode{};
         CHECK_DRIVER(cuModuleGetLoadingMode(&mode));
-        loadingMode = mode == CU_MODULE_LAZY_LOADING ? "LAZY" : "EAGER";
+        // cuda.h names two modes; any other value is not one of them.
+        loadingMode = mode == CU_MODULE_LAZY_LOADING ? "LAZY" : mode == CU_MODULE_EAGER_LOADING ? "EAGER" : "neither";
         modeKnown = true;
     }
 #endif

@@ -18,6 +18,10 @@
 
 namespace lesson06 {
 
+// The block size boundedKernel declares in kernels/vector_ops.cu (__launch_bounds__): one
+// constant for the kernel and for the host that checks the driver reports it.
+constexpr int kBoundedKernelThreads = 128;
+
 // Registers as cuda_occupancy.h counts them: a warp's registers (per thread x 32) rounded up to
 // the allocation granularity, 256 for compute capabilities 3 to 12 (cudaOccRegAllocationGranularity),
 // which is per thread a multiple of 8.

@@ -108,6 +108,9 @@ void tooWideLaunchesRefused(CUdevice device, CUmodule module, CUfunction saxpy, 
     CHECK_DRIVER(cuFuncGetAttribute(&saxpyMaxThreads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, saxpy));
     CHECK_DRIVER(cuFuncGetAttribute(&boundedMaxThreads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, boundedKernel));
     CHECK_DRIVER(cuFuncGetAttribute(&hungryMaxThreads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, registerHungry));
+    // The one limit the source states: boundedKernel's __launch_bounds__, shared with the kernel.
+    verdict.check("boundedKernel's limit is its __launch_bounds__",
+                  boundedMaxThreads == lesson06::kBoundedKernelThreads);
     float a = 0.0f;
     CUdeviceptr none = 0;  // never dereferenced: the launches are refused
     int count = 0;
@@ -179,10 +182,14 @@ int main(int argc, char** argv) {
     // Step 3: way 1, cuModuleLoad from a file. The fatbin is the format to ship: the driver
     // takes the SASS built for this GPU, or JIT-compiles the PTX inside for a newer one.
     // A module belongs to the context that is current when it is loaded.
+    // The full path matters: a relative one is resolved from the working directory, not the program's.
     course::printStep(3, "load the fatbin from a file, get functions, pick a launch shape");
+    course::Verdict verdict;
     CUmodule fileModule = nullptr;
-    CHECK_DRIVER(cuModuleLoad(&fileModule, fatbinPath.c_str()));
-    std::printf("cuModuleLoad(kernels/vector_ops.fatbin): loaded\n");
+    const CUresult fileLoaded = REPORT_DRIVER(cuModuleLoad(&fileModule, fatbinPath.c_str()));
+    std::printf("cuModuleLoad(kernels/vector_ops.fatbin): %s\n", fileLoaded == CUDA_SUCCESS ? "loaded" : "NOT loaded");
+    if (!verdict.check("cuModuleLoad finds the fatbin by its full path", fileLoaded == CUDA_SUCCESS))
+        return verdict.finish();
     CUfunction vectorAdd = nullptr;
     CUfunction saxpy = nullptr;
     CUfunction scaleByGlobal = nullptr;
@@ -196,6 +203,8 @@ int main(int argc, char** argv) {
     int blockThreads = 0;
     CHECK_DRIVER(cuOccupancyMaxPotentialBlockSize(&fillGridBlocks, &blockThreads, vectorAdd, nullptr, 0, 0));
     std::printf("occupancy: %d threads per block, %d blocks fill the GPU\n", blockThreads, fillGridBlocks);
+    verdict.check("occupancy's answer agrees with the device and the function",
+                  lesson06::occupancyAnswerHolds(device, vectorAdd, fillGridBlocks, blockThreads));
 
     // 1 Mi + 3 elements: the float4 loop covers 1 Mi, the scalar tail the last 3.
     constexpr int kCount = (1 << 20) + 3;
@@ -217,7 +226,6 @@ int main(int argc, char** argv) {
     const int gridBlocks = std::min(fillGridBlocks, (kCount / 4 + blockThreads - 1) / blockThreads);
     std::printf("vectorAdd launch shape: %d blocks x %d threads for %d elements\n", gridBlocks, blockThreads, kCount);
     const VectorAddCheck check{x, y, z, hostX, hostY, gridBlocks, blockThreads};
-    course::Verdict verdict;
     verdict.check("vector add via the fatbin file exact", check.run(vectorAdd, "cuModuleLoad (fatbin file)"));
 
     // Step 4: way 2, cuModuleLoadData: an image already in memory (read from a file here;

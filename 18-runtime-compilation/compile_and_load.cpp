@@ -76,6 +76,41 @@ void printFunction(const char* label, CUfunction function) {
     std::printf("%s: SASS for sm_%d, %d registers per thread\n", label, binary, registers);
 }
 
+#if CUDA_VERSION >= 12000
+// Step 7: a library's __device__ array takes device memory in a context once the library is
+// loaded there, and cuLibraryUnload gives it back. cuLibraryGetGlobal returns the array's address
+// "for the requested library and the current context", so the library is loaded into this
+// context by then, in either loading mode. 64 MiB, so that the change stands out of what other
+// processes may allocate meanwhile; a quarter of it is the margin.
+constexpr std::size_t kBufferBytes = std::size_t{64} << 20;
+constexpr const char* kBufferSource = R"(__device__ char gBuffer[64 << 20];
+extern "C" __global__ void touch() { gBuffer[threadIdx.x] = 1; }
+)";
+
+void libraryMemoryComesBack(const lesson18::Target& target, course::Verdict& verdict) {
+    const lesson18::Compiled compiled =
+        lesson18::compileSource(kBufferSource, "buffer.cu", {target.cubinOption()}, lesson18::Output::Cubin);
+    if (!verdict.check("buffer.cu compiles to a CUBIN", compiled.result == NVRTC_SUCCESS)) return;
+    std::size_t before = 0, withBuffer = 0, after = 0, total = 0;
+    CHECK_DRIVER(cuMemGetInfo(&before, &total));
+    CUlibrary library = nullptr;
+    CHECK_DRIVER(cuLibraryLoadData(&library, compiled.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+    CUdeviceptr buffer = 0;
+    std::size_t bytes = 0;
+    const CUresult found = REPORT_DRIVER(cuLibraryGetGlobal(&buffer, &bytes, library, "gBuffer"));
+    CHECK_DRIVER(cuMemGetInfo(&withBuffer, &total));
+    if (library != nullptr) CHECK_DRIVER(cuLibraryUnload(library));  // nothing to unload if the load failed
+    CHECK_DRIVER(cuMemGetInfo(&after, &total));
+    std::printf("cuLibraryGetGlobal(gBuffer): %s, %zu bytes\n", course::driverErrorName(found), bytes);
+    verdict.check("the library's gBuffer is 64 MiB in this context", found == CUDA_SUCCESS && bytes == kBufferBytes);
+    const std::size_t expected = kBufferBytes - kBufferBytes / 4;
+    verdict.checkFreeMemory("free memory falls by gBuffer's size once the library is in this context",
+                            before >= withBuffer + expected);
+    verdict.checkFreeMemory("free memory rises by gBuffer's size after cuLibraryUnload",
+                            after >= withBuffer + expected);
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -185,13 +220,13 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuDevicePrimaryCtxRetain(&context, device));
     CHECK_DRIVER(cuCtxSetCurrent(context));
     CUmodule module = nullptr;
+    CUfunction fromPtx = nullptr;
     const CUresult jitted = REPORT_DRIVER(cuModuleLoadData(&module, ptx.c_str()));
     if (lesson18::ptxRefusal(jitted) != nullptr) {  // cuda.h's meaning of the result, printed
         std::printf("section PTX: SKIP (%s: %s)\n", course::driverErrorName(jitted), lesson18::ptxRefusal(jitted));
         module = nullptr;
     } else {
         CHECK_DRIVER(jitted);
-        CUfunction fromPtx = nullptr;
         CHECK_DRIVER(cuModuleGetFunction(&fromPtx, module, "saxpy"));
         printFunction("saxpy from the PTX", fromPtx);
         verdict.check("the PTX kernel computes saxpy exactly", lesson18::saxpyExact(fromPtx));
@@ -201,6 +236,15 @@ int main(int argc, char** argv) {
         CUfunction fromCubin = nullptr;  // the kernel as a function of this context, for its attributes
         CHECK_DRIVER(cuKernelGetFunction(&fromCubin, libraryKernel));
         printFunction("saxpy from the CUBIN", fromCubin);
+        // That function lies in the library's module for the current context (cuLibraryGetModule),
+        // not in the PTX's module, though both hold a saxpy.
+        CUmodule libraryModule = nullptr;
+        CUmodule owner = nullptr;
+        CHECK_DRIVER(cuLibraryGetModule(&libraryModule, library));
+        CHECK_DRIVER(cuFuncGetModule(&owner, fromCubin));
+        std::printf("saxpy from the CUBIN lies in the library's module of this context: %s\n",
+                    owner == libraryModule ? "yes" : "NO");
+        verdict.check("the CUBIN kernel's function lies in the library's module", owner == libraryModule);
         // A CUkernel is launched as a CUfunction; saxpyExact launches on the NULL stream, so it runs
         // in the current context.
         verdict.check("the CUBIN kernel computes saxpy exactly",
@@ -208,7 +252,13 @@ int main(int argc, char** argv) {
     }
 #endif
 
-    course::printStep(7, "release everything, newest first");
+    course::printStep(7, "a library's __device__ array: its memory in this context, and back");
+#if CUDA_VERSION >= 12000
+    if (haveLibrary) libraryMemoryComesBack(*target, verdict);
+#endif
+    if (!haveLibrary) std::printf("section library memory: SKIP (as section library above)\n");
+
+    course::printStep(8, "release everything, newest first");
     if (module != nullptr) CHECK_DRIVER(cuModuleUnload(module));
     CHECK_DRIVER(cuCtxSetCurrent(nullptr));
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));

@@ -8,8 +8,8 @@
 # compile_cache has a --bench mode: make bench runs it.
 18-runtime-compilation_BENCH := compile_cache
 # templates_and_lto times two kernels; compile_cache times compiles and loads and uses one cache
-# folder: the tests run them with nothing beside them.
-18-runtime-compilation_RUN_ALONE := templates_and_lto compile_cache
+# folder; compile_and_load compares free device memory: the tests run them with nothing beside them.
+18-runtime-compilation_RUN_ALONE := compile_and_load templates_and_lto compile_cache
 
 # NVRTC is in every toolkit the course claims. nvJitLink (link-time optimisation at run time)
 # is not in every one (CUDA 11.8's toolkit has no nvJitLink.h; NVIDIA's release notes date it to

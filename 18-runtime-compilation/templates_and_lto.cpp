@@ -168,7 +168,7 @@ CUmodule linkWithDriver(const lesson18::Target& target, course::Verdict& verdict
         return nullptr;
     }
     // The image belongs to the link state: looked at and loaded before cuLinkDestroy frees it.
-    const bool elf = linkedBytes > 4 && std::memcmp(linked, "\177ELF", 4) == 0;
+    const bool elf = verdict.check("linked image is ELF", linkedBytes > 4 && std::memcmp(linked, "\177ELF", 4) == 0);
     CUmodule module = nullptr;
     CHECK_DRIVER(cuModuleLoadData(&module, linked));
     CHECK_DRIVER(cuLinkDestroy(link));

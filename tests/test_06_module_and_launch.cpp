@@ -503,6 +503,10 @@ TEST_CASE("Lesson 06's linked module runs, while the calling PTX alone does not 
     CHECK(*alone != "CUDA_SUCCESS");
     CHECK(valueOf(r.out, "linked kernel applyLinked (2x + 1)") == "exact");
     CHECK(contains(r.out, "loaded before cuLinkDestroy"));
+    // link_helper.ptx went in through cuLinkAddFile; cuLinkComplete gave the image and its size.
+    CHECK(contains(r.out, "check cuLink links the two PTX files: ok"));
+    CHECK(contains(r.out, "check cuLinkComplete gives an ELF image and its size: ok"));
+    CHECK(std::regex_search(r.out, std::regex("linked image: an ELF file of [0-9]+ bytes: yes")));
 }
 
 TEST_CASE("Lesson 06's kernel reads the __constant__ value the host wrote through cuModuleGetGlobal",
@@ -924,7 +928,10 @@ TEST_CASE("Lesson 06's programs decide PASS through named checks, and every one 
     const RunResult r = defaultRun(kLesson, "load_and_launch");
     for (const char* check :
          {"gScale is one float", "gScale reads back the host write", "scaleByGlobal used the host-written gScale",
-          "saxpy within tolerance", "too-wide launch of saxpy refused with the expected code"}) {
+          "saxpy within tolerance", "too-wide launch of saxpy refused with the expected code",
+          "cuModuleLoad finds the fatbin by its full path",
+          "occupancy's answer agrees with the device and the function",
+          "boundedKernel's limit is its __launch_bounds__"}) {
         INFO(check);
         CHECK(contains(r.out, std::string("check ") + check + ": ok"));
     }

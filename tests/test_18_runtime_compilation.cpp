@@ -503,8 +503,16 @@ TEST_CASE("Lesson 18 compile_and_load reads the broken source's log and runs the
     const std::string cc = valueOf(r.out, "compute capability").value_or("?");
     const std::string sm = "SASS for sm_" + std::regex_replace(cc, std::regex("\\."), "");
     if (!contains(r.out, "section PTX: SKIP")) CHECK(contains(valueOf(r.out, "saxpy from the PTX").value_or(""), sm));
-    if (!contains(r.out, "section library: SKIP"))
+    if (!contains(r.out, "section library: SKIP")) {
         CHECK(contains(valueOf(r.out, "saxpy from the CUBIN").value_or(""), sm));
+        CHECK(valueOf(r.out, "saxpy from the CUBIN lies in the library's module of this context") == "yes");
+        CHECK(checkOk(r.out, "the CUBIN kernel's function lies in the library's module"));
+        // The library's 64 MiB array: found in this context, its memory taken and given back.
+        CHECK(valueOf(r.out, "cuLibraryGetGlobal(gBuffer)") == "CUDA_SUCCESS, 67108864 bytes");
+        CHECK(checkOk(r.out, "the library's gBuffer is 64 MiB in this context"));
+        CHECK(checkOk(r.out, "free memory falls by gBuffer's size once the library is in this context"));
+        CHECK(checkOk(r.out, "free memory rises by gBuffer's size after cuLibraryUnload"));
+    }
 }
 
 TEST_CASE("Lesson 18 compile_and_load with the PTX JIT disabled still passes on what needs no JIT", "[gpu][lesson18]") {
@@ -542,6 +550,7 @@ TEST_CASE(
     CHECK(checkOk(r.out, "scaleBy<float> scales floats exactly"));
     CHECK(checkOk(r.out, "scaleBy<int> scales ints exactly"));
     CHECK(checkOk(r.out, "the cuLink kernel matches the host"));
+    CHECK(checkOk(r.out, "linked image is ELF"));
     // "iterate, cuLink: R registers, L bytes local memory, T ms"
     const std::regex form("([0-9]+) registers, ([0-9]+) bytes local memory, [0-9.]+ ms");
     std::smatch plain;

@@ -4,6 +4,7 @@
 //   vector_ops.cubin   SASS for one SM (CUBIN_ARCH: the GPU present): loads on that SM family only
 //   vector_ops.fatbin  SASS for every SM listed plus PTX of the newest: the driver picks the best
 // extern "C" keeps the names unmangled, so the host asks for "vectorAdd", not "_Z9vectorAdd...".
+#include "../launch_limits.h"
 #include "../param_types.h"
 
 // c = a + b for n floats, written to run at memory speed:
@@ -56,10 +57,10 @@ extern "C" __global__ void scaleByGlobal(const float* __restrict__ x, float* __r
 // Does nothing: its launch time is the cost of a launch.
 extern "C" __global__ void emptyKernel() {}
 
-// Declared for blocks of at most 128 threads. ptxas records the bound in the module
-// (.maxntid 128), and the driver reports it as the function's
+// Declared for blocks of at most 128 threads (lesson06::kBoundedKernelThreads). ptxas records
+// the bound in the module (.maxntid 128), and the driver reports it as the function's
 // CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, below the device's own limit of 1024.
-extern "C" __global__ void __launch_bounds__(128) boundedKernel() {}
+extern "C" __global__ void __launch_bounds__(lesson06::kBoundedKernelThreads) boundedKernel() {}
 
 // Needs about 100 registers per thread: 48 doubles are carried from one round of the loop to
 // the next, so all of them stay live (2 registers each). 1024 such threads would need more
