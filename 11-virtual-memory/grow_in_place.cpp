@@ -62,14 +62,15 @@ void growInPlace(course::Verdict& verdict, CUdevice device, size_t firstSize, si
     CHECK_DRIVER(cuMemsetD32(address, chunkWord(0), firstSize / 4));
     std::printf("reserved %s of addresses at 0x%llx\n", sizeText(buffer.reserved).c_str(),
                 static_cast<unsigned long long>(address));
-    std::printf("first chunk mapped at the kept address: %s\n", firstChunk ? "yes" : "no");
-    bool sameMemory = firstChunk.has_value();
+    // cuda.h: the retained handle "is guaranteed to be the same handle value used to map the memory".
+    bool sameMemory = firstChunk == buffer.chunks.front();
+    std::printf("first chunk mapped at the kept address: %s\n", sameMemory ? "yes" : "no");
     bool allKept = true;
     for (size_t size = 2 * firstSize; size <= lastSize && sameMemory; size *= 2) {
         const size_t before = buffer.size;
         growTo(buffer, size, device);
         const std::optional<CUmemGenericAllocationHandle> nowMapped = handleMappedAt(address);
-        sameMemory = nowMapped.has_value() && *nowMapped == *firstChunk;
+        sameMemory = nowMapped == buffer.chunks.front();
         std::printf("memory at the kept address after growing %s -> %s: %s\n", sizeText(before).c_str(),
                     sizeText(size).c_str(), sameMemory ? "the first chunk, as before" : "NOT the first chunk");
         if (!sameMemory) break;  // the kept address lost its memory: nothing to read back there

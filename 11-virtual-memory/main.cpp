@@ -55,6 +55,41 @@ const char* accessName(unsigned long long flags) {
     }
 }
 
+// Step 2: cuMemCreate "must" get a multiple of the minimum granularity (cuda.h): a size that is not
+// one is refused, one granule is accepted. Each allocation made is released at once; a driver that
+// rounds the unrounded size up for us would make one too.
+void sizesGivenToCreate(course::Verdict& verdict, const CUmemAllocationProp& properties, size_t unrounded,
+                        size_t minimum) {
+    CUresult answers[2] = {};
+    const size_t sizes[2] = {unrounded, minimum};
+    for (int i = 0; i < 2; ++i) {
+        CUmemGenericAllocationHandle handle = 0;
+        answers[i] = REPORT_DRIVER(cuMemCreate(&handle, sizes[i], &properties, 0));
+        if (answers[i] == CUDA_SUCCESS) CHECK_DRIVER(cuMemRelease(handle));
+    }
+    std::printf("cuMemCreate of %zu bytes, not rounded: %s\n", unrounded, course::driverErrorName(answers[0]));
+    std::printf("cuMemCreate of one minimum granule: %s\n", course::driverErrorName(answers[1]));
+    verdict.check("unrounded size refused by cuMemCreate", answers[0] != CUDA_SUCCESS);
+    verdict.check("one minimum granule accepted by cuMemCreate", answers[1] == CUDA_SUCCESS);
+}
+
+// Step 3: cuMemAddressReserve's alignment is the "Alignment of the reserved virtual address range
+// requested" (cuda.h), a power of two. Two one-granule ranges reserved with a 1 GiB alignment must
+// each start at a multiple of 1 GiB; then their addresses go back.
+void alignedReservations(course::Verdict& verdict, size_t granule) {
+    constexpr size_t kAlignment = size_t{1} << 30;
+    CUdeviceptr ranges[2] = {};
+    int aligned = 0;
+    for (CUdeviceptr& range : ranges) {
+        CHECK_DRIVER(cuMemAddressReserve(&range, granule, kAlignment, 0, 0));
+        aligned += range % kAlignment == 0 ? 1 : 0;
+    }
+    CHECK_DRIVER(cuMemAddressFree(ranges[1], granule));
+    CHECK_DRIVER(cuMemAddressFree(ranges[0], granule));
+    std::printf("ranges reserved with alignment 1 GiB that start at a multiple of 1 GiB: %d of 2\n", aligned);
+    verdict.check("ranges reserved with an alignment start at a multiple of it", aligned == 2);
+}
+
 constexpr std::uint32_t kWordA = 0xaaaa0001;  // written through range A
 constexpr std::uint32_t kWordB = 0xbbbb0002;  // written through range B
 
@@ -133,11 +168,7 @@ int main(int argc, char** argv) {
     std::printf("granularity minimum: %zu bytes\n", minimum);
     std::printf("granularity recommended: %zu bytes\n", recommended);
     const size_t requested = 5 * kMiB + 1;
-    CUmemGenericAllocationHandle refusedHandle = 0;
-    const CUresult unrounded = REPORT_DRIVER(cuMemCreate(&refusedHandle, requested, &properties, 0));
-    std::printf("cuMemCreate of %zu bytes, not rounded: %s\n", requested, course::driverErrorName(unrounded));
-    if (unrounded == CUDA_SUCCESS) CHECK_DRIVER(cuMemRelease(refusedHandle));  // a driver that rounds for us
-    verdict.check("unrounded size refused by cuMemCreate", unrounded != CUDA_SUCCESS);
+    sizesGivenToCreate(verdict, properties, requested, minimum);
     const size_t bytes = roundUp(requested, minimum);
     const size_t words = bytes / 4;
     std::printf("rounded up to the minimum granularity: %zu bytes\n", bytes);
@@ -153,6 +184,7 @@ int main(int argc, char** argv) {
     std::printf("device memory taken by cuMemCreate: %lld bytes\n", difference(freeBeforeCreate, freeAfterCreate));
     std::printf("device memory taken by cuMemAddressReserve: %lld bytes\n",
                 difference(freeAfterCreate, freeDeviceMemory()));
+    alignedReservations(verdict, minimum);
     CHECK_DRIVER(cuMemMap(rangeA, bytes, 0, physical, 0));
     const CUmemAccessDesc readWrite = accessFor(device, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
     CHECK_DRIVER(cuMemSetAccess(rangeA, bytes, &readWrite, 1));

@@ -143,17 +143,22 @@ size_t readOnPeer(CUdevice peer, CUcontext home, CUdeviceptr shared, unsigned in
 }
 
 // Step 5: a new pool of this GPU, opened to the peer GPU. "By default, the pool's memory will be
-// accessible from the device it is allocated on" (cuda.h:13518); cuMemPoolSetAccess changes what the
-// other devices may do. The program never calls cuCtxEnablePeerAccess: the pool's access list is the
-// only grant. It never lets a kernel touch the allocation without access either: a kernel that reads
-// memory it may not can end in CUDA_ERROR_ILLEGAL_ADDRESS, after which "the process must be terminated
-// and relaunched" (cuda.h:2834-2836).
+// accessible from the device it is allocated on" (cuda.h:13518): checked on one GPU too, as an access
+// other than NONE. cuMemPoolSetAccess changes what the other devices may do. The program never calls
+// cuCtxEnablePeerAccess: the pool's access list is the only grant. It never lets a kernel touch the
+// allocation without access either: a kernel that reads memory it may not can end in
+// CUDA_ERROR_ILLEGAL_ADDRESS, after which "the process must be terminated and relaunched"
+// (cuda.h:2834-2836).
 void poolAcrossDevices(course::Verdict& verdict, CUdevice device, CUcontext context, CUstream stream, int ordinal,
                        int peerOrdinal, int deviceCount) {
     const char* const kNone = "the peer GPU has no access to the new pool before cuMemPoolSetAccess";
     const char* const kGranted = "cuMemPoolGetAccess reads back the READWRITE access set for the peer GPU";
     const char* const kRead = "a kernel on the peer GPU read the allocation from this GPU's pool";
     const char* const kRevoked = "after access NONE, cuMemPoolGetAccess reads NONE for the peer GPU";
+    const CUmemoryPool pool = createDevicePool(device);
+    const CUmemAccess_flags own = poolAccess(pool, device);
+    std::printf("this GPU's access to its new pool: %s\n", accessName(own));
+    verdict.check("this GPU can access its new pool by default", own != CU_MEM_ACCESS_FLAGS_PROT_NONE);
     std::string reason;
     CUdevice peer = 0;
     if (deviceCount < 2) {
@@ -171,7 +176,6 @@ void poolAcrossDevices(course::Verdict& verdict, CUdevice device, CUcontext cont
     }
     if (!reason.empty()) {  // the same lines as a run on two GPUs, each "not run", so both read alike
         std::printf("peer GPU: not run (%s)\n", reason.c_str());
-        std::printf("this GPU's access to its new pool: not run\n");
         std::printf("peer GPU's access before cuMemPoolSetAccess: not run\n");
         lesson26::skipCheck(kNone, reason);
         std::printf("peer GPU's access after cuMemPoolSetAccess: not run\n");
@@ -180,11 +184,10 @@ void poolAcrossDevices(course::Verdict& verdict, CUdevice device, CUcontext cont
         lesson26::skipCheck(kRead, reason);
         std::printf("peer GPU's access after access NONE: not run\n");
         lesson26::skipCheck(kRevoked, reason);
+        CHECK_DRIVER(cuMemPoolDestroy(pool));
         return;
     }
     std::printf("peer GPU: %d\n", peerOrdinal);
-    const CUmemoryPool pool = createDevicePool(device);
-    std::printf("this GPU's access to its new pool: %s\n", accessName(poolAccess(pool, device)));
     const CUmemAccess_flags before = poolAccess(pool, peer);
     std::printf("peer GPU's access before cuMemPoolSetAccess: %s\n", accessName(before));
     verdict.check(kNone, before == CU_MEM_ACCESS_FLAGS_PROT_NONE);

@@ -64,6 +64,8 @@ size_t granularity(CUdevice device, CUmemAllocationGranularity_flags which) {
 // Every check the program prints, in order.
 const std::vector<std::string> kChecks = {
     "unrounded size refused by cuMemCreate",
+    "one minimum granule accepted by cuMemCreate",
+    "ranges reserved with an alignment start at a multiple of it",
     "data written through range A read back",
     "non-zero offset refused by cuMemMap",
     "range B reads what range A wrote",
@@ -119,6 +121,8 @@ TEST_CASE("Lesson 11 passes, every check ok, and reports both granularities", "[
     CHECK(leadingNumber(valueOf(r.out, "granularity recommended")) > 0);
     // 5 MiB + 1 byte is refused as it is, and rounded up to the next multiple of the minimum.
     CHECK(valueOf(r.out, "cuMemCreate of 5242881 bytes, not rounded") == "CUDA_ERROR_INVALID_VALUE");
+    CHECK(valueOf(r.out, "cuMemCreate of one minimum granule") == "CUDA_SUCCESS");
+    CHECK(valueOf(r.out, "ranges reserved with alignment 1 GiB that start at a multiple of 1 GiB") == "2 of 2");
     const long long rounded = leadingNumber(valueOf(r.out, "rounded up to the minimum granularity"));
     CHECK(rounded % minimum == 0);
     CHECK(rounded >= 5242881);

@@ -173,6 +173,9 @@ TEST_CASE("Lesson 12 shows what threshold 0 and max keep at a synchronize, and T
     if (valueOf(r.out, "reserved grown by a second 64 MiB block") != "0 bytes")
         WARN("the second block did not come from the pool's reserve (the pool's choice)");
     CHECK(valueOf(r.out, "reserved after cuMemPoolTrimTo(pool, 0)") == "0 bytes");
+    // Step 7 leaves a block's reserve in the pool (threshold max) for cuMemPoolDestroy to give back.
+    CHECK(leadingNumber(valueOf(r.out, "reserved when the pool is destroyed")) >= kBlockBytes);
+    CHECK(valueOf(r.out, "used when the pool is destroyed") == "0 bytes");
 }
 
 TEST_CASE("Lesson 12 cross_stream_reuse: no reuse where no policy allows it, reuse where the policy does",
