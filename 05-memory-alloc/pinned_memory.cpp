@@ -21,6 +21,26 @@
 
 using lesson05::memoryTypeOf;
 
+namespace {
+
+// Step 2's question to the driver: cuMemHostGetFlags "Passes back the flags pFlags that were
+// specified when allocating the pinned host buffer p allocated by cuMemHostAlloc" (cuda.h).
+// Every flag given must come back; cuda.h does not say whether others may be set beside them,
+// so the check asks for those given only.
+bool flagsCameBack(void* mapped, void* writeCombined) {
+    unsigned int mappedFlags = 0;
+    unsigned int writeCombinedFlags = 0;
+    CHECK_DRIVER(cuMemHostGetFlags(&mappedFlags, mapped));
+    CHECK_DRIVER(cuMemHostGetFlags(&writeCombinedFlags, writeCombined));
+    std::printf("cuMemHostGetFlags of the cuMemHostAlloc(PORTABLE|DEVICEMAP) buffer: 0x%x\n", mappedFlags);
+    std::printf("cuMemHostGetFlags of the cuMemHostAlloc(WRITECOMBINED|DEVICEMAP) buffer: 0x%x\n", writeCombinedFlags);
+    constexpr unsigned int kMapped = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP;
+    constexpr unsigned int kWriteCombined = CU_MEMHOSTALLOC_WRITECOMBINED | CU_MEMHOSTALLOC_DEVICEMAP;
+    return (mappedFlags & kMapped) == kMapped && (writeCombinedFlags & kWriteCombined) == kWriteCombined;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
     course::Arguments args;
     if (!course::parseArguments(argc, argv, {}, {"--device"}, "[--device N]", args)) return course::kExitUsage;
@@ -78,6 +98,8 @@ int main(int argc, char** argv) {
         {"cuMemHostAlloc(WRITECOMBINED|DEVICEMAP) buffer", writeCombined},
         {"cuMemHostRegister buffer", existing.data()},
     };
+    // What the driver recorded: the cuMemHostAlloc buffers' flags, and each buffer's memory type.
+    verdict.check("cuMemHostGetFlags returns the flags given to cuMemHostAlloc", flagsCameBack(mapped, writeCombined));
     bool allHost = true;
     for (const auto& b : buffers) {
         const lesson05::MemoryType type = memoryTypeOf(reinterpret_cast<CUdeviceptr>(b.host));

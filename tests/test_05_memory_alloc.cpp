@@ -333,12 +333,13 @@ TEST_CASE("Lesson 05 writes pinned memory through the address cuMemHostGetDevice
     CHECK(valueOf(r.out, "cuMemsetD32 through the registered buffer's device address") ==
           "1048576 of 1048576 words on the host read 0x600df00d");
     CHECK(valueOf(r.out, "CU_POINTER_ATTRIBUTE_DEVICE_POINTER agrees with cuMemHostGetDevicePointer") == "yes");
-    checkAllHeld(
-        r,
-        {"every pinned buffer is host memory to the driver", "both ways of asking give the same device address",
-         "device address equals host address where unified addressing promises it",
-         "GPU memset reaches every word of the mapped buffer", "GPU memset reaches every word of the registered buffer",
-         "driver no longer knows the freed pinned buffers"});
+    checkAllHeld(r, {"every pinned buffer is host memory to the driver",
+                     "cuMemHostGetFlags returns the flags given to cuMemHostAlloc",
+                     "both ways of asking give the same device address",
+                     "device address equals host address where unified addressing promises it",
+                     "GPU memset reaches every word of the mapped buffer",
+                     "GPU memset reaches every word of the registered buffer",
+                     "driver no longer knows the freed pinned buffers"});
     for (const char* kind : {"cuMemAllocHost buffer", "cuMemHostAlloc(PORTABLE|DEVICEMAP) buffer",
                              "cuMemHostAlloc(WRITECOMBINED|DEVICEMAP) buffer"}) {
         INFO(kind);
