@@ -49,8 +49,8 @@ void queueAxpb(CUfunction axpb, CUdeviceptr x, float a, float b, int n, CUstream
 // Opens a capture in `mode`, tries cuMemAlloc inside it, closes the capture. cuMemAlloc
 // is not stream work: a graph cannot record it, so a replay would not allocate again.
 // That is what the driver calls "potentially unsafe" while a capture is open.
-// Returns whether cuMemAlloc was allowed.
-bool tryAllocationDuringCapture(CUstream stream, CUstreamCaptureMode mode, const char* modeName) {
+// Returns whether cuMemAlloc was allowed; graphReturned: whether cuStreamEndCapture gave a graph.
+bool tryAllocationDuringCapture(CUstream stream, CUstreamCaptureMode mode, const char* modeName, bool& graphReturned) {
     CHECK_DRIVER(cuStreamBeginCapture(stream, mode));
     CUdeviceptr scratch = 0;
     const CUresult allocated = REPORT_DRIVER(cuMemAlloc(&scratch, 4096));
@@ -60,6 +60,7 @@ bool tryAllocationDuringCapture(CUstream stream, CUstreamCaptureMode mode, const
     const CUresult ended = REPORT_DRIVER(cuStreamEndCapture(stream, &graph));
     std::printf("%s: cuStreamEndCapture: %s, graph %s\n", modeName, course::driverErrorName(ended),
                 graph != nullptr ? "returned" : "not returned");
+    graphReturned = graph != nullptr;
     if (graph != nullptr) CHECK_DRIVER(cuGraphDestroy(graph));
     if (allocated == CUDA_SUCCESS) CHECK_DRIVER(cuMemFree(scratch));
     return allocated == CUDA_SUCCESS;
@@ -111,10 +112,14 @@ int main(int argc, char** argv) {
     // and leaves it to you. A refused call also invalidates the capture.
     course::printStep(2, "the capture mode: what the driver refuses while recording");
     course::Verdict verdict;
-    const bool globalAllowed = tryAllocationDuringCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL, "GLOBAL");
+    bool globalGraph = false, relaxedGraph = false;
+    const bool globalAllowed = tryAllocationDuringCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL, "GLOBAL", globalGraph);
     verdict.check("global capture refuses cuMemAlloc", !globalAllowed);
-    const bool relaxedAllowed = tryAllocationDuringCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED, "RELAXED");
+    const bool relaxedAllowed =
+        tryAllocationDuringCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED, "RELAXED", relaxedGraph);
     verdict.check("relaxed capture allows cuMemAlloc", relaxedAllowed);
+    // cuda.h: where the capture was invalidated, cuStreamEndCapture returns a NULL graph.
+    verdict.check("cuStreamEndCapture returns a graph for the valid capture only", !globalGraph && relaxedGraph);
 
     // Step 3: record the chain. Each call returns at once and runs nothing: it adds a
     // node whose dependencies are the nodes recorded before it on this stream.
@@ -145,6 +150,9 @@ int main(int argc, char** argv) {
     const size_t untouched = countEqual(host, kCount, -1.0f);
     std::printf("host buffer after the capture, before any launch: %zu of %d elements still -1\n", untouched, kCount);
     verdict.check("capture recorded one node per call", nodeCount == 5);
+    verdict.check("the captured nodes have the types of the calls", byType[CU_GRAPH_NODE_TYPE_MEMSET] == 1 &&
+                                                                        byType[CU_GRAPH_NODE_TYPE_KERNEL] == 3 &&
+                                                                        byType[CU_GRAPH_NODE_TYPE_MEMCPY] == 1);
     verdict.check("nothing ran while recording", untouched == static_cast<size_t>(kCount));
 
     // Step 4: instantiate. The driver validates the graph and prepares every launch now,

@@ -122,6 +122,9 @@ int main(int argc, char** argv) {
     std::printf("exec flags: 0x%llx (CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH: %s)\n",
                 static_cast<unsigned long long>(flags),
                 (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) ? "set" : "not set");
+    // cuda.h: cuGraphExecGetFlags returns "the flags that were passed to instantiation" (UPLOAD aside).
+    verdict.check("the exec reports the flags it was instantiated with",
+                  flags == CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH);
     CHECK_DRIVER(cuMemsetD32Async(counter, 0, 1, stream));
     CHECK_DRIVER(cuMemsetD32Async(status, 0, 1, stream));
     CHECK_DRIVER(cuGraphUpload(deviceExec, stream));

@@ -57,6 +57,8 @@ TEST_CASE("Lesson 15 capture: GLOBAL mode refuses cuMemAlloc mid-capture, RELAXE
     CHECK(valueOf(r.out, "RELAXED: cuStreamEndCapture") == "CUDA_SUCCESS, graph returned");
     CHECK(valueOf(r.out, "check global capture refuses cuMemAlloc") == "ok");
     CHECK(valueOf(r.out, "check relaxed capture allows cuMemAlloc") == "ok");
+    // cuda.h: an invalidated capture ends with a NULL graph.
+    CHECK(valueOf(r.out, "check cuStreamEndCapture returns a graph for the valid capture only") == "ok");
 }
 
 TEST_CASE("Lesson 15 capture records five nodes, runs nothing until launched, and each launch gives 42",
@@ -72,8 +74,9 @@ TEST_CASE("Lesson 15 capture records five nodes, runs nothing until launched, an
     CHECK(valueOf(r.out, "host buffer after the capture, before any launch") == "1048576 of 1048576 elements still -1");
     CHECK(valueOf(r.out, "first launch") == "1048576 of 1048576 elements = 42 ((1 * 2 + 3) * 10 - 8)");
     CHECK(valueOf(r.out, "second launch") == "1048576 of 1048576 elements = 42");
-    for (const char* check : {"capture recorded one node per call", "nothing ran while recording",
-                              "first launch computes every element", "second launch computes every element"}) {
+    for (const char* check : {"capture recorded one node per call", "the captured nodes have the types of the calls",
+                              "nothing ran while recording", "first launch computes every element",
+                              "second launch computes every element"}) {
         INFO(check);
         CHECK(valueOf(r.out, std::string("check ") + check) == "ok");
     }

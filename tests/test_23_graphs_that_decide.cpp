@@ -354,6 +354,7 @@ TEST_CASE("Lesson 23 device_launch: the refusal names the host node, and a kerne
     CHECK(valueOf(r.out, "hErrNode_out") == "the host node");
     CHECK(contains(r.err, "CUDA driver call failed: cuGraphInstantiateWithParams"));
     CHECK(valueOf(r.out, "instantiate for device launch, kernel node only") == "CUDA_GRAPH_INSTANTIATE_SUCCESS");
+    CHECK(valueOf(r.out, "check the exec reports the flags it was instantiated with") == "ok");
     CHECK(valueOf(r.out, "counter after cuGraphUpload") == "0");
     CHECK(valueOf(r.out, "device-side cudaGraphLaunch, first error code") == "0 (0: none)");
     CHECK(valueOf(r.out, "counter after 3 launches of the launcher graph") == "3");
