@@ -4,7 +4,7 @@
 # node kind through cuGraphAddNode and what an exec lets you change, reading and rewiring a graph
 # (with its clone and a user object), more from stream capture (with a DOT picture), and a graph
 # that a kernel launches.
-23-graphs-that-decide_PROGRAMS := conditionals general_nodes introspect capture_more device_launch
+23-graphs-that-decide_PROGRAMS := conditionals general_nodes introspect capture_more device_launch typed_nodes graph_or_exec
 
 # No _KERNEL_FLAGS: kernels/*.cu call device-runtime functions (cudaGraphSetConditional, the
 # device-side cudaGraphLaunch) yet are built without -rdc and without libcudadevrt. That this

@@ -18,7 +18,7 @@ namespace {
 
 const std::string kLesson = "23-graphs-that-decide";
 const std::vector<std::string> kPrograms = {"conditionals", "general_nodes", "introspect", "capture_more",
-                                            "device_launch"};
+                                            "device_launch", "typed_nodes", "graph_or_exec"};
 
 // Every check line of a run said ok, and the run passed.
 void requirePassed(const RunResult& r) {
@@ -34,18 +34,20 @@ void requirePassed(const RunResult& r) {
 // ---------------------------------------------------------------------------
 // CPU: no driver needed.
 
-TEST_CASE("Lesson 23 lists its five programs in the order make run-23 runs them", "[cpu][lesson23]") {
+TEST_CASE("Lesson 23 lists its seven programs in the order make run-23 runs them", "[cpu][lesson23]") {
     CHECK(lessonPrograms(kLesson) == kPrograms);
 }
 
 TEST_CASE("Every lesson 23 program rejects an unknown argument with a usage line and exit 2", "[cpu][lesson23]") {
     for (const auto& program : kPrograms) checkRefusesArguments(kLesson, {"--no-such-flag"}, program);
     // Only conditionals has a benchmark mode, and only capture_more writes a DOT file to keep.
-    for (const char* program : {"general_nodes", "introspect", "capture_more", "device_launch"}) {
+    for (const char* program :
+         {"general_nodes", "introspect", "capture_more", "device_launch", "typed_nodes", "graph_or_exec"}) {
         INFO(program);
         CHECK(runAgainstStub(kLesson, {"--bench"}, program).exitCode == 2);
     }
-    for (const char* program : {"conditionals", "general_nodes", "introspect", "device_launch"}) {
+    for (const char* program :
+         {"conditionals", "general_nodes", "introspect", "device_launch", "typed_nodes", "graph_or_exec"}) {
         INFO(program);
         CHECK(runAgainstStub(kLesson, {"--keep-dot"}, program).exitCode == 2);
     }
@@ -359,6 +361,73 @@ TEST_CASE("Lesson 23 device_launch: the refusal names the host node, and a kerne
     CHECK(valueOf(r.out, "device-side cudaGraphLaunch, first error code") == "0 (0: none)");
     CHECK(valueOf(r.out, "counter after 3 launches of the launcher graph") == "3");
     CHECK(valueOf(r.out, "counter after one cuGraphLaunch from the host") == "4");
+}
+
+TEST_CASE(
+    "Lesson 23 typed_nodes: one typed call per node kind, a node replaced, batch, attribute and "
+    "allocation parameters read back",
+    "[gpu][lesson23]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson, "typed_nodes");
+    requirePassed(r);
+    CHECK(valueOf(r.out, "graph nodes") == "9");
+    CHECK(valueOf(r.out, "nodes") ==
+          "10 with both, 9 after cuGraphDestroyNode; copy depends on 1 node(s), the replacement");
+    CHECK(valueOf(r.out, "x") == "65536 of 65536 elements = 12 ((1 * 2 + 3) + 1 * 7)");
+    CHECK(valueOf(r.out, "host node") == "1 call(s), saw 65536 correct elements");
+    CHECK(valueOf(r.out, "words the batch node wrote") == "0xa11ce 0xb0b");
+    CHECK(valueOf(r.out, "cuEventElapsedTime(started, finished)") == "CUDA_SUCCESS");
+    CHECK(valueOf(r.out, "batch node") == "2 operation(s), the two writes it was given");
+    CHECK(valueOf(r.out, "allocation node") ==
+          "32 MiB, on this device, at the address cuGraphAddMemAllocNode returned");
+    CHECK(valueOf(r.out, "free node frees") == "the allocation node's address");
+    for (const char* check :
+         {"cuGraphDestroyNode removed the old node and its edges",
+          "the child graph ran, after the producer's event, and the old node did not",
+          "the host node ran once, after the copy", "the batch node wrote both words",
+          "both event record nodes recorded their events", "the batch node reads back its two writes",
+          "the allocation node reads back the size, device and address it was given",
+          "the free node reads back the allocation node's address"}) {
+        INFO(check);
+        CHECK(checkOk(r.out, check));
+    }
+    // The priority checks run where the context has more than one priority level (H100 and H200
+    // have six: 0 to -5).
+    if (!contains(r.out, "section kernel node priority: SKIP")) {
+        CHECK(checkOk(r.out, "the priority set on the kernel node reads back"));
+        CHECK(checkOk(r.out, "cuGraphKernelNodeCopyAttributes gave the replacement that priority"));
+    }
+}
+
+TEST_CASE(
+    "Lesson 23 graph_or_exec: a graph edit reaches the exec only through cuGraphExecUpdate, an exec "
+    "setter changes the exec only",
+    "[gpu][lesson23]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson, "graph_or_exec");
+    requirePassed(r);
+    CHECK(valueOf(r.out, "first launch") == "first buffer 65536 of 65536 = 12 ((1 * 2 + 3) + 1 * 7), word 1");
+    CHECK(valueOf(r.out, "old exec after the edits") ==
+          "first buffer 65536 of 65536 = 12, second buffer 65536 still -1");
+    CHECK(valuesOf(r.out, "host node calls") ==
+          std::vector<std::string>{"first view 2, second view 0; second record event: CUDA_ERROR_INVALID_HANDLE",
+                                   "first view 2, second view 1; second record event: CUDA_SUCCESS"});
+    CHECK(valueOf(r.out, "cuGraphExecUpdate") == "CU_GRAPH_EXEC_UPDATE_SUCCESS");
+    CHECK(valueOf(r.out, "updated exec") == "second buffer 65536 of 65536 = 12, 0 still -1");
+    CHECK(valueOf(r.out, "exec after its setters") == "second buffer 65536 of 65536 = 20 ((1 * 10 + 3) + 7)");
+    CHECK(valueOf(r.out, "word the exec wrote") == "3; the graph's batch node writes: 2");
+    CHECK(valueOf(r.out, "third record event") == "CUDA_SUCCESS");
+    for (const char* check :
+         {"the exec kept its parameters after the graph was edited", "the update carried the copy's new destination",
+          "the update carried the wait node's new event", "the update carried the host node's new data",
+          "the update carried the record node's new event",
+          "the exec ran the new child graph, after the third producer event",
+          "cuGraphExecBatchMemOpNodeSetParams changed the word the exec writes",
+          "cuGraphBatchMemOpNodeSetParams changed the graph's batch node",
+          "the exec's record node recorded the third event"}) {
+        INFO(check);
+        CHECK(checkOk(r.out, check));
+    }
 }
 
 // ---------------------------------------------------------------------------
