@@ -91,11 +91,13 @@ void bufferRoundTrip(lesson27::Gl& gl, const CudaGl& cudaGl, CUfunction writePat
     CHECK_DRIVER(cuGraphicsResourceGetMappedPointer(&pointer, &mappedBytes, resource));
     std::printf("mapped buffer: %zu bytes (GL_BUFFER_SIZE %d, glBufferData asked for %lld)\n", mappedBytes,
                 static_cast<int>(glBytes), static_cast<long long>(kBufferBytes));
-    verdict.check("the mapped pointer covers the GL buffer, no more, no less",
-                  mappedBytes == static_cast<size_t>(kBufferBytes) && glBytes == kBufferBytes);
+    const bool covers = verdict.check("the mapped pointer covers the GL buffer, no more, no less",
+                                      mappedBytes == static_cast<size_t>(kBufferBytes) && glBytes == kBufferBytes);
     unsigned int count = static_cast<unsigned int>(mappedBytes / sizeof(unsigned int));
     void* params[] = {&pointer, &count};
-    CHECK_DRIVER(cuLaunchKernel(writePattern, (count + 255) / 256, 1, 1, 256, 1, 1, 0, stream, params, nullptr));
+    // Only on a mapping that checks out: the kernel writes `count` elements from `pointer`.
+    if (covers)
+        CHECK_DRIVER(cuLaunchKernel(writePattern, (count + 255) / 256, 1, 1, 256, 1, 1, 0, stream, params, nullptr));
     // "Any CUDA work issued in stream before cuGraphicsUnmapResources() will complete before any
     // subsequently issued graphics work begins" (cuda.h:24242): GL may read right after.
     CHECK_DRIVER(cuGraphicsUnmapResources(1, &resource, stream));

@@ -62,6 +62,7 @@ CUgraphNode addCountNode(CUgraph graph, CUgraphNode after, CUfunction countLaunc
 struct Waited {
     bool held = false;
     bool ran = false;
+    uint64_t doneWhileHeld = 0;  // a graph launch's: `done` as Vulkan read it while the launch was held
 };
 
 // Step 4: the image's memory mapped as a mipmapped array of one level, and that level. The
@@ -96,12 +97,17 @@ Waited copyAfterVulkan(const Vulkan& vk, VkCommandBuffer commands, VkSemaphore g
     return copy;
 }
 
-// One launch of the graph, watched while `go` is below the value its wait node waits for, then with
+// One launch of the graph, watched while `go` is below the value its wait node waits for (`done` is
+// read then: its signal node comes after the kernel, so it must not have been set yet), then with
 // `go` set to `goValue` from the host.
-Waited launchOnce(CUgraphExec exec, CUstream stream, const Vulkan& vk, VkSemaphore go, uint64_t goValue) {
+Waited launchOnce(CUgraphExec exec, CUstream stream, const Vulkan& vk, VkSemaphore go, VkSemaphore done,
+                  uint64_t goValue) {
     CHECK_DRIVER(cuGraphLaunch(exec, stream));
     Waited launch;
     launch.held = lesson27::stillRunningAfterHold([&] { return cuStreamQuery(stream); });
+    launch.doneWhileHeld = lesson27::timelineValue(vk, done);
+    std::printf("done while the launch waits, as Vulkan reads it: %llu\n",
+                static_cast<unsigned long long>(launch.doneWhileHeld));
     lesson27::signalFromHost(vk, go, goValue);
     launch.ran = lesson27::finishedInTime([&] { return cuStreamQuery(stream); });
     std::printf("launch, %lld ms with go at %llu: %s\n", static_cast<long long>(lesson27::kHold.count()),
@@ -157,8 +163,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuInit(0));
     const lesson27::CudaDevice cuda = lesson27::openCudaDevice(ordinal);
     const CUdevice device = cuda.device;
-    if (!cuda.timelineInterop)
-        return lesson27::skipAndClose(vk, "this CUDA device cannot import timeline semaphores");
+    if (!cuda.timelineInterop) return lesson27::skipAndClose(vk, "this CUDA device cannot import timeline semaphores");
 
     course::printStep(3, "Vulkan: the device with the same UUID, and one queue");
     skip = lesson27::pickDevice(vk, cuda.uuid);
@@ -244,8 +249,9 @@ int main(int argc, char** argv) {
 
     course::printStep(7, "instantiate and launch: the graph waits for go = 2, then signals done = 2");
     CHECK_DRIVER(course::graphInstantiate(&exec, graph, 0));
-    const Waited first = launchOnce(exec, stream, vk, go, 2);
+    const Waited first = launchOnce(exec, stream, vk, go, done, 2);
     verdict.check("first launch waited for the value set on the graph node", first.held && first.ran);
+    verdict.check("the signal node waited for the kernel node", first.doneWhileHeld == 0);
     if (!first.ran) return unfinished();
     const uint64_t firstDone = lesson27::timelineValue(vk, done);
     std::printf("done, as Vulkan reads it: %llu\n", static_cast<unsigned long long>(firstDone));
@@ -258,7 +264,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuGraphExecExternalSemaphoresWaitNodeSetParams(exec, waitNode, &waitNodeParams));
     signalValue.params.fence.value = 3;
     CHECK_DRIVER(cuGraphExecExternalSemaphoresSignalNodeSetParams(exec, signalNode, &signalNodeParams));
-    const Waited second = launchOnce(exec, stream, vk, go, 3);
+    const Waited second = launchOnce(exec, stream, vk, go, done, 3);
     verdict.check("second launch waited for the value set on the exec", second.held && second.ran);
     if (!second.ran) return unfinished();
     const uint64_t secondDone = lesson27::timelineValue(vk, done);
