@@ -1,4 +1,4 @@
-// Lesson 20, program 1 of 3 — a tensor map, argument by argument, and the rules it must meet.
+// Lesson 20, program 1 of 4 — a tensor map, argument by argument, and the rules it must meet.
 //
 // A CUtensorMap is a 128-byte descriptor of a tensor in global memory and of the box (tile) the
 // copy engine moves between it and shared memory. cuda.h calls it an opaque value that "should

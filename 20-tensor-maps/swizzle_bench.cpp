@@ -1,4 +1,4 @@
-// Lesson 20, program 3 of 3 — what the 128-byte swizzle is for, and what the copy engine moves.
+// Lesson 20, program 3 of 4 — what the 128-byte swizzle is for, and what the copy engine moves.
 //
 // Part 1: the same 32 x 32 float tile loaded with CU_TENSOR_MAP_SWIZZLE_NONE and with
 // CU_TENSOR_MAP_SWIZZLE_128B, then read by columns of 16-byte chunks (lane l reads row l): the

@@ -1,4 +1,4 @@
-// Lesson 20, program 2 of 3 — tiles through the copy engine: load, transform, store.
+// Lesson 20, program 2 of 4 — tiles through the copy engine: load, transform, store.
 //
 // Tensor maps reach a kernel as `const __grid_constant__ CUtensorMap` parameters. In
 // transformTiles each block's thread 0 asks the copy engine for one 32 x 32 box of the input

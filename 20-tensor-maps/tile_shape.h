@@ -14,7 +14,21 @@ constexpr unsigned int kTileRows = 32;
 constexpr unsigned int kCopyCols = 128;
 constexpr unsigned int kCopyRows = 32;
 
-// Threads per block of the tile kernels (transformTiles, readColumns): 8 warps.
+// im2col: an NHWC input of kIm2colImages images of kIm2colHeight x kIm2colWidth pixels with
+// kIm2colChannels floats each (32 bytes: a multiple of 16), and a kIm2colFilter x kIm2colFilter
+// filter with stride 1 and kIm2colPad pixels of padding, so that each image has as many output
+// pixels as input pixels. One im2col load per filter tap brings every output pixel's pixel under
+// that tap: kIm2colPixels pixels of kIm2colChannels floats (4 KiB).
+constexpr unsigned int kIm2colImages = 2;
+constexpr unsigned int kIm2colHeight = 8;
+constexpr unsigned int kIm2colWidth = 8;
+constexpr unsigned int kIm2colChannels = 8;
+constexpr unsigned int kIm2colFilter = 3;
+constexpr unsigned int kIm2colPad = (kIm2colFilter - 1) / 2;
+constexpr unsigned int kIm2colTaps = kIm2colFilter * kIm2colFilter;
+constexpr unsigned int kIm2colPixels = kIm2colImages * kIm2colHeight * kIm2colWidth;
+
+// Threads per block of the tile kernels (transformTiles, readColumns, im2colTaps): 8 warps.
 constexpr unsigned int kTileThreads = 256;
 
 // How long a kernel waits on its mbarrier (in nanoseconds of %globaltimer) before it gives up:

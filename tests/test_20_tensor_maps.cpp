@@ -16,7 +16,7 @@ using namespace harness;
 namespace {
 
 const std::string kLesson = "20-tensor-maps";
-const std::vector<std::string> kPrograms = {"encode_rules", "tile_copy", "swizzle_bench"};
+const std::vector<std::string> kPrograms = {"encode_rules", "tile_copy", "swizzle_bench", "im2col"};
 
 // The number a labelled line starts with ("label: 12.5 bytes ..." gives 12.5); -1 without it.
 double leadingNumber(const std::string& out, const std::string& label) {
@@ -29,7 +29,7 @@ double leadingNumber(const std::string& out, const std::string& label) {
 // ---------------------------------------------------------------------------
 // CPU: no driver needed.
 
-TEST_CASE("Lesson 20 runs its three programs in order", "[cpu][lesson20]") {
+TEST_CASE("Lesson 20 runs its four programs in order", "[cpu][lesson20]") {
     CHECK(lessonPrograms(kLesson) == kPrograms);
 }
 
@@ -38,6 +38,7 @@ TEST_CASE("Lesson 20 rejects unknown or incomplete arguments with a usage line a
         {"encode_rules", {"--bench"}},  // only swizzle_bench has a benchmark
         {"tile_copy", {"--bench"}},      {"tile_copy", {"--device", "one"}},
         {"swizzle_bench", {"--device"}}, {"swizzle_bench", {"--rounds", "8"}},
+        {"im2col", {"--bench"}},         {"im2col", {"--device"}},
     };
     for (const auto& [program, args] : cases) checkRefusesArguments(kLesson, args, program);
 }
@@ -257,6 +258,32 @@ TEST_CASE("Lesson 20 swizzle_bench --bench: copy rates as shares of the DRAM pea
         // where the true one is at most 100 %) cannot pass. Observed: 82 to 89 % on the H100 of the
         // README's bench block, a wide margin over 50.
         CHECK(share > 50.0);
+    }
+}
+
+TEST_CASE("Lesson 20 im2col matches the host's im2col, before and after cuTensorMapReplaceAddress", "[gpu][lesson20]") {
+    requireGpu();
+    const RunResult r = defaultRun(kLesson, "im2col");
+    attachToReport(r);
+    requireRan(r);
+    CHECK(r.exitCode == 0);
+    CHECK(contains(r.out, "Result = PASS"));
+    requireChecksHeld(r);
+    // A 3 x 3 filter, padding 1, stride 1, over 2 images of 8 x 8 pixels: in each image 92 of the
+    // 9 x 64 (tap, output pixel) pairs fall in the padding, 8 channels each: 2 x 92 x 8 = 1472 zeros.
+    CHECK(valuesOf(r.out, "blocks whose load had not arrived after 1 s (the mbarrier wait's deadline)") ==
+          std::vector<std::string>{"0 of 9", "0 of 9"});
+    CHECK(valueOf(r.out, "pixelBoxLowerCorner") == "{-1, -1}; pixelBoxUpperCorner: {-1, -1}");
+    CHECK(valueOf(r.out, "im2col matrix elements equal to the host's im2col of the first input") ==
+          "9216 of 9216 (1472 of them padding)");
+    CHECK(valueOf(r.out, "im2col matrix elements equal to the host's im2col of the second input") == "9216 of 9216");
+    CHECK(valueOf(r.out, "elements holding a value of the first input") == "0");
+    for (const char* name : {"every im2col block's load arrived before the mbarrier wait's deadline",
+                             "the im2col loads give the host's im2col of the input, padding included",
+                             "after cuTensorMapReplaceAddress the loads give the second input's im2col",
+                             "after cuTensorMapReplaceAddress no element comes from the first input"}) {
+        INFO(name);
+        CHECK(checkOk(r.out, name));
     }
 }
 

@@ -16,7 +16,7 @@
 // on architecture-specific features) describes sm_90a code as running on compute capability
 // 9.0 only, where compute_90 PTX can also be compiled for newer GPUs.
 //
-// CUtensorMap came with the CUDA 12.0 headers: built with older ones, the three tensor-map
+// CUtensorMap came with the CUDA 12.0 headers: built with older ones, the four tensor-map
 // kernels are left out (CUDA_VERSION < 12000) and the module holds copyFloat4 alone. The host
 // programs then skip in step 1 and never look the others up.
 #include <cuda.h>  // CUtensorMap: the 128-byte descriptor the kernels take by value
@@ -27,9 +27,13 @@
 
 using lesson20::kCopyCols;
 using lesson20::kCopyRows;
+using lesson20::kIm2colChannels;
+using lesson20::kIm2colFilter;
+using lesson20::kIm2colPad;
+using lesson20::kIm2colPixels;
+using lesson20::kIm2colTaps;
 using lesson20::kTileCols;
 using lesson20::kTileRows;
-using lesson20::kWaitDeadlineNs;
 
 #if CUDA_VERSION >= 12000
 #define TENSOR_MAP_KERNELS 1
@@ -44,82 +48,9 @@ using lesson20::kWaitDeadlineNs;
 #endif
 
 #if TENSOR_MAPS_AVAILABLE
-// A shared-memory pointer as the 32-bit address the .shared instructions take.
-__device__ __forceinline__ unsigned int sharedAddress(const void* pointer) {
-    return static_cast<unsigned int>(__cvta_generic_to_shared(pointer));
-}
-
-// mbarrier.init: an mbarrier is a 64-bit object in shared memory that completes a "phase" once
-// the given number of threads have arrived and, since sm_90, once the byte count announced for
-// the phase ("transactions") has arrived too. One thread initialises it.
-__device__ __forceinline__ void barrierInit(std::uint64_t* barrier, unsigned int arrivals) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(sharedAddress(barrier)), "r"(arrivals) : "memory");
-}
-
-// fence.proxy.async.shared::cta: ordinary loads and stores reach shared memory through the
-// "generic proxy", the copy engine through the "async proxy". The fence orders this thread's
-// accesses through one proxy before its later accesses through the other. It is needed after
-// mbarrier.init (so that the copy engine sees an initialised barrier) and after threads wrote a
-// tile that a bulk store reads next (each writing thread fences, then the block synchronises).
-__device__ __forceinline__ void fenceProxyAsync() {
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
-// mbarrier.arrive.expect_tx: arrive once and announce `bytes` more bytes for the current phase.
-// The copies count them off as they land (their .mbarrier::complete_tx::bytes); the phase
-// completes when the arrivals and the bytes are all in.
-__device__ __forceinline__ void barrierArriveExpectBytes(std::uint64_t* barrier, unsigned int bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sharedAddress(barrier)), "r"(bytes)
-                 : "memory");
-}
-
-// elect.sync: one lane of the (converged) calling warp is elected and gets true, every other
-// lane false. Every lane of the warp must call it together. NVIDIA's CUDA Programming Guide
-// (section 4.12.2.1) issues the bulk copies from a lane elected this way rather than under
-// `threadIdx.x == 0`, for which the compiler "may insert a peeling loop" around the copy.
-__device__ __forceinline__ bool electOneLane() {
-    unsigned int elected = 0;
-    asm volatile("{\n\t.reg .pred p;\n\telect.sync _|p, 0xffffffff;\n\tselp.u32 %0, 1, 0, p;\n\t}"
-                 : "=r"(elected)
-                 :
-                 : "memory");
-    return elected != 0;
-}
-
-// One thread of the block does a block's single-thread work: an elected lane of warp 0. The
-// first test is the same in every lane of a warp, so warp 0 reaches elect.sync converged (the
-// lesson's blocks are whole warps).
-__device__ __forceinline__ bool electedThreadOfBlock() {
-    return threadIdx.x / 32 == 0 && electOneLane();
-}
-
-// %globaltimer: a nanosecond clock, the deadline's measure.
-__device__ __forceinline__ unsigned long long globalTimerNs() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
-// mbarrier.try_wait.parity: has the phase of this parity completed? (The first phase has parity
-// 0, the next 1, then 0 again.) try_wait may hold the thread for a while before it answers "not
-// yet"; the loop asks again. A phase completes only when its arrivals and all its announced
-// bytes are in, so a byte count that never arrives would keep the loop going for ever: it gives
-// up after kWaitDeadlineNs and returns false.
-__device__ __forceinline__ bool barrierWait(std::uint64_t* barrier, unsigned int parity) {
-    const unsigned long long start = globalTimerNs();
-    for (;;) {
-        unsigned int done = 0;
-        asm volatile(
-            "{\n\t.reg .pred complete;\n\t"
-            "mbarrier.try_wait.parity.shared::cta.b64 complete, [%1], %2;\n\t"
-            "selp.u32 %0, 1, 0, complete;\n\t}"
-            : "=r"(done)
-            : "r"(sharedAddress(barrier)), "r"(parity)
-            : "memory");
-        if (done != 0) return true;
-        if (globalTimerNs() - start > kWaitDeadlineNs) return false;
-    }
-}
+// sharedAddress, barrierInit, fenceProxyAsync, barrierArriveExpectBytes, electedThreadOfBlock,
+// barrierWait (with its deadline): the synchronisation every kernel below uses.
+#include "tma_sync.cuh"
 
 // cp.async.bulk.tensor.2d ... .tile (load): the copy engine reads the box whose first element is
 // column x, row y of the tensor that `map` describes (in elements, dimension 0 first; a box may
@@ -146,6 +77,24 @@ __device__ __forceinline__ void storeTile(const CUtensorMap& map, int x, int y, 
                  : "memory");
 }
 
+// cp.async.bulk.tensor.4d ... .im2col (load), for an NHWC tensor: the copy engine loads the
+// map's pixelsPerColumn pixels, channelsPerPixel channels each, into shared memory, one pixel's
+// channels after the other. Coordinates {c, w, h, n} (dimension 0 first): the first channel, and
+// the first pixel's filter base, which "must be within the bounding box" the map's corners set
+// (PTX ISA, im2col mode); the pixels after it go on through the box, W before H, and on into the
+// next image. The im2col offsets {w, h} (16-bit, 0 to 255 for a 4-D tensor) "are added to the
+// filter base coordinates": the pixel loaded is base + offset, filled (zeros here) where that
+// lies outside the tensor.
+__device__ __forceinline__ void loadIm2col(void* tile, const CUtensorMap& map, int c, int w, int h, int n,
+                                           std::uint16_t offsetW, std::uint16_t offsetH, std::uint64_t* barrier) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
+        "%5}], [%6], {%7, %8};" ::"r"(sharedAddress(tile)),
+        "l"(reinterpret_cast<std::uint64_t>(&map)), "r"(c), "r"(w), "r"(h), "r"(n), "r"(sharedAddress(barrier)),
+        "h"(offsetW), "h"(offsetH)
+        : "memory");
+}
+
 // cp.async.bulk.commit_group closes a group of this thread's bulk stores; wait_group.read 0
 // waits until the copy engine has read the shared memory of every committed group, so the
 // block may reuse it or exit. (Without .read it would also wait for the writes to global memory.)
@@ -165,14 +114,15 @@ __device__ __forceinline__ float4 loadShared16(unsigned int address) {
     return v;
 }
 
-// One elected thread loads the box at (x, y) into `tile`; every thread of the block waits for it.
-// Returns whether the box arrived before the deadline, the same answer in every thread.
+// One elected thread starts a load into shared memory (`startLoad`, whose bytes are counted off
+// `barrier`); every thread of the block waits for it. Returns whether all `bytes` arrived before
+// the deadline, the same answer in every thread.
 // It waits for phase 0 (parity 0) of a barrier it has just initialised, so it works once per
 // barrier: a loop that loads tile after tile through the same barrier must wait for parity 1
 // the second time, 0 the third, and so on (or initialise the barrier again once every thread
 // has finished waiting on it).
-__device__ __forceinline__ bool loadTileForBlock(void* tile, unsigned int bytes, const CUtensorMap& map, int x, int y,
-                                                 std::uint64_t* barrier) {
+template <typename StartLoad>
+__device__ __forceinline__ bool loadForBlock(unsigned int bytes, std::uint64_t* barrier, StartLoad startLoad) {
     if (electedThreadOfBlock()) {
         barrierInit(barrier, 1);
         fenceProxyAsync();
@@ -184,13 +134,19 @@ __device__ __forceinline__ bool loadTileForBlock(void* tile, unsigned int bytes,
         // The whole box's bytes, edge boxes too: the load sets the box's out-of-bounds
         // elements to the fill (PTX ISA, "Out of Boundary Access") and counts "the amount of data
         // copied in bytes" off the barrier (PTX ISA, cp.async.bulk.tensor). A count the copy
-        // never reaches keeps the phase open until the deadline (tile_copy's late-block check).
+        // never reaches keeps the phase open until the deadline (the late-block checks).
         barrierArriveExpectBytes(barrier, bytes);
-        loadTile(tile, map, x, y, barrier);
+        startLoad();
     }
     const bool arrived = barrierWait(barrier, 0);
     // One late thread makes the block late: every thread then takes the same branch.
     return __syncthreads_and(arrived) != 0;
+}
+
+// The box at (x, y) of a tiled map, into `tile`, for the whole block.
+__device__ __forceinline__ bool loadTileForBlock(void* tile, unsigned int bytes, const CUtensorMap& map, int x, int y,
+                                                 std::uint64_t* barrier) {
+    return loadForBlock(bytes, barrier, [&] { loadTile(tile, map, x, y, barrier); });
 }
 
 // Thread 0 of a block whose box did not arrive in time counts the block in `lateBlocks`, which
@@ -321,6 +277,34 @@ extern "C" __global__ void copyTiles(const __grid_constant__ CUtensorMap source,
     }
     storeTile(destination, x, y, tile);
     commitStoresAndWaitForReads();
+#else
+    __trap();
+#endif
+}
+
+// im2col: block t loads, for filter tap t (filter row t / kIm2colFilter, column t % kIm2colFilter),
+// the input pixel under that tap for every output pixel, all kIm2colPixels of them in one im2col
+// load, and writes them to the tap's columns of the im2col matrix: row p is output pixel p (image,
+// row, column, in that order), columns t * kIm2colChannels + c. The first filter base is
+// (-kIm2colPad, -kIm2colPad) of image 0, output pixel 0's filter corner in the padding. A block
+// whose load did not arrive before the deadline adds 1 to *lateBlocks and writes nothing.
+extern "C" __global__ void im2colTaps(const __grid_constant__ CUtensorMap input, float* matrix,
+                                      unsigned int* lateBlocks) {
+#if TENSOR_MAPS_AVAILABLE
+    __shared__ __align__(128) float tile[kIm2colPixels * kIm2colChannels];
+    __shared__ std::uint64_t barrier;
+    const unsigned int tap = blockIdx.x;
+    const auto offsetW = static_cast<std::uint16_t>(tap % kIm2colFilter);
+    const auto offsetH = static_cast<std::uint16_t>(tap / kIm2colFilter);
+    const int corner = -static_cast<int>(kIm2colPad);
+    if (!loadForBlock(sizeof(tile), &barrier,
+                      [&] { loadIm2col(tile, input, 0, corner, corner, 0, offsetW, offsetH, &barrier); })) {
+        countLateBlock(lateBlocks);  // returns with the load possibly in flight: see countLateBlock
+        return;
+    }
+    constexpr unsigned int kRowFloats = kIm2colTaps * kIm2colChannels;
+    for (unsigned int i = threadIdx.x; i < kIm2colPixels * kIm2colChannels; i += blockDim.x)
+        matrix[i / kIm2colChannels * kRowFloats + tap * kIm2colChannels + i % kIm2colChannels] = tile[i];
 #else
     __trap();
 #endif
