@@ -574,14 +574,14 @@ TEST_CASE("Lesson 06 prints the JIT's error log before it fails on a PTX file th
         CHECK(contains(r.out, "check JIT compiles the PTX: FAIL"));
         CHECK(contains(r.out, "Result = FAIL"));
     }
-    // link_helper.ptx broken: the JIT compiles it inside cuLinkAddData; the link's error log comes first.
+    // link_helper.ptx broken: the JIT compiles it inside cuLinkAddFile; the link's error log comes first.
     {
         const ProgramCopy copy("jit_and_link", true);
         copy.breakPtx("link_helper.ptx");
         const RunResult r = run(copy.program.string());
         attachToReport(r);
         CHECK(r.exitCode == 1);
-        CHECK(contains(r.err, "CUDA driver call failed: cuLinkAddData(link, CU_JIT_INPUT_PTX, helperPtx.data()"));
+        CHECK(contains(r.err, "CUDA driver call failed: cuLinkAddFile(link, CU_JIT_INPUT_PTX, helperPath.c_str()"));
         const auto bytes = valueOf(r.out, "link error log");
         REQUIRE(bytes);
         CHECK(std::stoi(*bytes) > 0);

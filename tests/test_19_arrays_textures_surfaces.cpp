@@ -440,7 +440,6 @@ TEST_CASE(
           "the volume comes back from the 3D array exactly", "cuTexObjectGetResourceDesc gives back the image array",
           "cuTexObjectGetTextureDesc gives back the address modes, filter and flags",
           "cuTexObjectGetResourceViewDesc gives back the view's format and size",
-          "a texture made without a view has none to give: CUDA_ERROR_INVALID_VALUE",
           "cuSurfObjectGetResourceDesc gives back the surface array",
           "a 1D linear texture exactly as wide as the limit is accepted", "one element more is refused",
           "a 256 MiB array takes its memory from the device", "cuArrayDestroy gives the array's memory back"})
