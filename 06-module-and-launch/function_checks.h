@@ -36,8 +36,10 @@ inline bool locatedIn(const char* label, CUfunction function, CUmodule module) {
     return owner == module;
 }
 
-// cuOccupancyMaxPotentialBlockSize's answer against other sources. The block size is a whole
-// number of warps (CU_DEVICE_ATTRIBUTE_WARP_SIZE) within the function's own limit, at least one
+// cuOccupancyMaxPotentialBlockSize's answer against other sources, for a function whose own limit
+// is a whole number of warps (vectorAdd's: 1024; cuda_occupancy.h tries the limit itself first,
+// so a kernel bounded at 100 threads would get 100). The block size is a whole number of warps
+// (CU_DEVICE_ATTRIBUTE_WARP_SIZE) within the function's own limit, at least one
 // such block fits on an SM (cuOccupancyMaxActiveBlocksPerMultiprocessor), and the grid that
 // "achieves the maximum occupancy" (cuda.h) is that many blocks on every SM, as cuda_occupancy.h,
 // the header form of the same calculation, computes it (numBlocks * numSms).

@@ -188,8 +188,10 @@ int main(int argc, char** argv) {
     CUmodule fileModule = nullptr;
     const CUresult fileLoaded = REPORT_DRIVER(cuModuleLoad(&fileModule, fatbinPath.c_str()));
     std::printf("cuModuleLoad(kernels/vector_ops.fatbin): %s\n", fileLoaded == CUDA_SUCCESS ? "loaded" : "NOT loaded");
-    if (!verdict.check("cuModuleLoad finds the fatbin by its full path", fileLoaded == CUDA_SUCCESS))
+    if (!verdict.check("cuModuleLoad finds the fatbin by its full path", fileLoaded == CUDA_SUCCESS)) {
+        CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));  // the only thing held so far
         return verdict.finish();
+    }
     CUfunction vectorAdd = nullptr;
     CUfunction saxpy = nullptr;
     CUfunction scaleByGlobal = nullptr;

@@ -60,7 +60,7 @@ const char* accessName(unsigned long long flags) {
 // rounds the unrounded size up for us would make one too.
 void sizesGivenToCreate(course::Verdict& verdict, const CUmemAllocationProp& properties, size_t unrounded,
                         size_t minimum) {
-    CUresult answers[2] = {};
+    CUresult answers[2] = {CUDA_ERROR_UNKNOWN, CUDA_ERROR_UNKNOWN};  // no answer yet: neither passes
     const size_t sizes[2] = {unrounded, minimum};
     for (int i = 0; i < 2; ++i) {
         CUmemGenericAllocationHandle handle = 0;

@@ -155,9 +155,10 @@ int main(int argc, char** argv) {
     else
         std::printf("benchmark: not run (add --bench)\n");
 
-    // Step 7: reverse order. A pool should hold no allocations when it is destroyed (it
-    // would live on until the last is freed); the memory it still reserves goes back with it
-    // (cuda.h: "the resources associated with the pool will be released"). One more block,
+    // Step 7: reverse order. A pool should hold no allocations when it is destroyed (cuda.h: its
+    // resources are then "released automatically once there are no more outstanding
+    // allocations"); that an idle pool's reserve is back by the next cuMemGetInfo is what the
+    // H200 showed, not a promise. One more block,
     // freed and synchronized under threshold max, leaves a reserve for the destroy to give back:
     // the free memory check below sees it.
     course::printStep(7, "release everything, newest first");

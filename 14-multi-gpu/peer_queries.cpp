@@ -126,10 +126,8 @@ int main(int argc, char** argv) {
         std::printf(
             "GPU %d -> GPU %d: NATIVE_ATOMIC_SUPPORTED %d; capabilities of add, exchange, CAS: 0x%x 0x%x 0x%x\n", from,
             to, native, capabilities[0], capabilities[1], capabilities[2]);
-        bool everyOne = asked == CUDA_SUCCESS;
-        for (const unsigned int capability : capabilities) everyOne = everyOne && capability != 0;
+        // cuda.h ties no bitmask to NATIVE_ATOMIC_SUPPORTED: the masks are printed, as observed.
         verdict.check("cuDeviceGetP2PAtomicCapabilities answers for the link", asked == CUDA_SUCCESS);
-        if (native == 1) verdict.check("a link with all native atomics has each of the three", everyOne);
 #endif
     }
 

@@ -107,6 +107,7 @@ int main(int argc, char** argv) {
 
     // Step 4: phase 1 writes, grid.sync(), phase 2 reads what the next block wrote.
     course::printStep(4, "cooperative launch of the largest grid, grid.sync() between two phases");
+    CHECK_DRIVER(cuMemsetD32Async(data, 0xffffffffu, count, stream));  // cuMemAlloc does not clear memory
     CHECK_DRIVER(cuMemsetD32Async(out, 0, count, stream));
     CHECK_DRIVER(launchCooperative(kernel, maxBlocks, data, out, stream));
     const std::vector<int> values = lesson16::copyBack(out, count, stream);
@@ -127,6 +128,9 @@ int main(int argc, char** argv) {
     // Step 6: the older call takes the grid as arguments, with the same limit (cuda.h: blocks per
     // SM from cuOccupancyMaxActiveBlocksPerMultiprocessor x the SM count).
     course::printStep(6, "the same launch with cuLaunchCooperativeKernel");
+    // data too is cleared (to words no phase writes): phase 2 can then only read what phase 1 of
+    // this launch wrote before grid.sync().
+    CHECK_DRIVER(cuMemsetD32Async(data, 0xffffffffu, count, stream));
     CHECK_DRIVER(cuMemsetD32Async(out, 0, count, stream));
     int total = static_cast<int>(n);
     void* params[] = {&data, &out, &total};

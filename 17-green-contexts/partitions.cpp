@@ -42,8 +42,8 @@ std::set<unsigned int> smsUsed(CUkernel spin, CUstream stream, CUdeviceptr smOfB
 }
 #endif
 
-#if CUDA_VERSION >= 13000
-// Ids (CUDA 13.0's cuda.h): unique for the life of the program; given NULL, the id of the green
+#if CUDA_VERSION >= 12090
+// Ids (CUDA 12.9): unique for the life of the program; given NULL, the id of the green
 // context that is current. Whether a green context and its CUcontext share one id, cuda.h does
 // not say: printed only.
 void checkGreenContextIds(CUgreenCtx greenA, CUgreenCtx greenB, CUcontext contextA, course::Verdict& verdict) {
@@ -58,6 +58,7 @@ void checkGreenContextIds(CUgreenCtx greenA, CUgreenCtx greenB, CUcontext contex
     CHECK_DRIVER(cuCtxGetId(contextA, &idOfContextA));
     CUcontext popped = nullptr;
     CHECK_DRIVER(cuCtxPopCurrent(&popped));
+    verdict.check("popping gives back A's CUcontext", popped == contextA);
     std::printf("green context ids (cuGreenCtxGetId): A and B differ: %s; NULL with A current gives A's: %s\n",
                 idA != idB ? "yes" : "no", idCurrent == idA ? "yes" : "no");
     std::printf("cuCtxGetId of A as a CUcontext equals A's green id: %s (observed)\n", idOfContextA == idA ? "yes" : "no");
@@ -163,8 +164,12 @@ int main(int argc, char** argv) {
     CUdevResource ofContextA{};
     CHECK_DRIVER(cuCtxGetDevResource(contextA, &ofContextA, CU_DEV_RESOURCE_TYPE_SM));
     std::printf("A as a CUcontext (cuCtxFromGreenCtx, cuCtxGetDevResource): %u SMs\n", ofContextA.sm.smCount);
-#if CUDA_VERSION >= 13000
-    checkGreenContextIds(greenA, greenB, contextA, verdict);
+#if CUDA_VERSION >= 12090
+    if (driverVersion >= 12090)
+        checkGreenContextIds(greenA, greenB, contextA, verdict);
+    else
+        std::printf("section green context ids: SKIP (cuGreenCtxGetId came with CUDA 12.9; the driver supports %s)\n",
+                    course::formatCudaVersion(driverVersion).c_str());
 #endif
     verdict.check("green context A got at least the SMs requested", smsA >= kRequest);
     verdict.check("green contexts A and B together hold every SM", smsA + smsB == all.sm.smCount);

@@ -77,11 +77,11 @@ void printFunction(const char* label, CUfunction function) {
 }
 
 #if CUDA_VERSION >= 12000
-// Step 7: a library's __device__ array takes device memory in a context once the library is
-// loaded there, and cuLibraryUnload gives it back. cuLibraryGetGlobal returns the array's address
-// "for the requested library and the current context", so the library is loaded into this
-// context by then, in either loading mode. 64 MiB, so that the change stands out of what other
-// processes may allocate meanwhile; a quarter of it is the margin.
+// Step 7: a library's __device__ array and free device memory. cuLibraryGetGlobal returns the
+// array's address "for the requested library and the current context"; cuda.h says nothing of
+// when its memory is taken or given back: that free memory fell after cuLibraryGetGlobal and rose
+// after cuLibraryUnload is what the H200 showed. 64 MiB, so that the change stands out of what
+// other processes may allocate meanwhile; a quarter of it is the margin.
 constexpr std::size_t kBufferBytes = std::size_t{64} << 20;
 constexpr const char* kBufferSource = R"(__device__ char gBuffer[64 << 20];
 extern "C" __global__ void touch() { gBuffer[threadIdx.x] = 1; }

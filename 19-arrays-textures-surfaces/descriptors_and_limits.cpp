@@ -9,6 +9,7 @@
 #include <cuda.h>
 
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "../common/check_driver.h"
@@ -236,7 +237,7 @@ int main(int argc, char** argv) {
     // the CUDA_ERROR_INVALID_VALUE is returned."
     course::printStep(4, "texture and surface objects: what they were made from comes back");
     const CUDA_RESOURCE_DESC imageResource = lesson19::arrayResource(image);
-    const CUDA_TEXTURE_DESC asked = lesson19::textureDesc(CU_TR_ADDRESS_MODE_WRAP, CU_TR_FILTER_MODE_POINT,
+    const CUDA_TEXTURE_DESC asked = lesson19::textureDesc(CU_TR_ADDRESS_MODE_MIRROR, CU_TR_FILTER_MODE_POINT,
                                                           CU_TRSF_NORMALIZED_COORDINATES | CU_TRSF_READ_AS_INTEGER);
     CUDA_RESOURCE_VIEW_DESC view{};
     view.format = CU_RES_VIEW_FORMAT_UINT_2X16;  // the array's own format: width and height must match
@@ -251,6 +252,7 @@ int main(int argc, char** argv) {
     verdict.check("cuTexObjectGetResourceDesc gives back the image array",
                   resourceBack.resType == CU_RESOURCE_TYPE_ARRAY && resourceBack.res.array.hArray == image);
     CUDA_TEXTURE_DESC textureBack{};
+    std::memset(&textureBack, 0xff, sizeof(textureBack));  // no field holds the answer before the call
     CHECK_DRIVER(cuTexObjectGetTextureDesc(&textureBack, viewed));
     std::printf("texture: address modes %d %d, filter %d, flags 0x%x\n", textureBack.addressMode[0],
                 textureBack.addressMode[1], textureBack.filterMode, textureBack.flags);

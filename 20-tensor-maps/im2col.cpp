@@ -216,7 +216,7 @@ int main(int argc, char** argv) {
             lowerCorner[0], upperCorner[0], kIm2colChannels, kIm2colWidth, elementStrides,
             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_IM2COL_WIDE_MODE_W, CU_TENSOR_MAP_SWIZZLE_64B,
             CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-        std::printf("cuTensorMapEncodeIm2colWide (W mode, 64-byte swizzle), observed: %s\n",
+        std::printf("cuTensorMapEncodeIm2colWide (W mode, 64-byte swizzle), encoded and never used here, observed: %s\n",
                     course::driverErrorName(wideResult));
     } else {
         std::printf("cuTensorMapEncodeIm2colWide: not called (it came with CUDA 12.8; the driver supports %s)\n",

@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <system_error>
 
@@ -41,6 +42,11 @@ namespace {
 constexpr int kDumpRole = 1;
 constexpr const char* kSettings = "coredump settings (cuCoredumpSetAttributeGlobal)";
 constexpr const char* kLaunch = "cuLaunchKernel of the out-of-bounds store";
+// The cuda-gdb guide's coredump variables: set before cuInit, they take precedence over the calls.
+constexpr const char* kCoredumpVariables[] = {"CUDA_ENABLE_COREDUMP_ON_EXCEPTION",  "CUDA_ENABLE_CPU_COREDUMP_ON_EXCEPTION",
+                                              "CUDA_ENABLE_LIGHTWEIGHT_COREDUMP",   "CUDA_COREDUMP_FILE",
+                                              "CUDA_COREDUMP_GENERATION_FLAGS",     "CUDA_ENABLE_USER_TRIGGERED_COREDUMP",
+                                              "CUDA_COREDUMP_PIPE"};
 constexpr const char* kLightweightKept = "the context's generation flags include every lightweight flag";
 constexpr const char* kEnabledRead = "the context's CU_COREDUMP_ENABLE_ON_EXCEPTION";
 constexpr const char* kFileRead = "the context's CU_COREDUMP_FILE";
@@ -247,8 +253,10 @@ int main(int argc, char** argv) {
     std::printf("the context's file (cuCoredumpGetAttribute): %s\n",
                 readContext != CUDA_SUCCESS ? course::driverErrorName(readContext)
                 : contextFile == contextRead ? "context.core, as set" : contextRead);
-    if (std::getenv("CUDA_COREDUMP_FILE") != nullptr || setProcess == CUDA_ERROR_NOT_PERMITTED) {
-        std::printf("section settings: SKIP (CUDA_COREDUMP_FILE is set, or the driver refused the setting)\n");
+    bool environmentSets = false;
+    for (const char* variable : kCoredumpVariables) environmentSets = environmentSets || std::getenv(variable) != nullptr;
+    if (environmentSets || setProcess == CUDA_ERROR_NOT_PERMITTED) {
+        std::printf("section settings: SKIP (a coredump variable is set in the environment, or the driver refused)\n");
     } else {
         verdict.check("the process-wide file reads back as set for the process",
                       readProcess == CUDA_SUCCESS && processFile == processRead);
@@ -261,13 +269,7 @@ int main(int argc, char** argv) {
     // (cuda.h): the child gets none of them, whatever the parent's environment holds.
     course::printStep(4, "a child with GPU coredumps on, and a kernel that faults");
     children::Environment environment;
-    environment.unset = {"CUDA_ENABLE_COREDUMP_ON_EXCEPTION",
-                         "CUDA_ENABLE_CPU_COREDUMP_ON_EXCEPTION",
-                         "CUDA_ENABLE_LIGHTWEIGHT_COREDUMP",
-                         "CUDA_COREDUMP_FILE",
-                         "CUDA_COREDUMP_GENERATION_FLAGS",
-                         "CUDA_ENABLE_USER_TRIGGERED_COREDUMP",
-                         "CUDA_COREDUMP_PIPE"};
+    environment.unset.assign(std::begin(kCoredumpVariables), std::end(kCoredumpVariables));
     children::Child child = children::startSelf(kDumpRole, ordinal, environment);
     children::tell(child, path);
     children::readUntil(child, kLaunch);

@@ -22,7 +22,9 @@ inline void contextCachePreference(course::Verdict& verdict) {
     CUfunc_cache initial = CU_FUNC_CACHE_PREFER_NONE;
     CUfunc_cache shared = CU_FUNC_CACHE_PREFER_NONE;
     CUfunc_cache l1 = CU_FUNC_CACHE_PREFER_NONE;
-    CUfunc_cache restored = CU_FUNC_CACHE_PREFER_NONE;
+    // Not PREFER_NONE, the default a fresh context starts with: a restore that is never read
+    // back cannot pass for one that worked.
+    CUfunc_cache restored = CU_FUNC_CACHE_PREFER_EQUAL;
     CHECK_DRIVER(cuCtxGetCacheConfig(&initial));
     CHECK_DRIVER(cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_SHARED));
     CHECK_DRIVER(cuCtxGetCacheConfig(&shared));

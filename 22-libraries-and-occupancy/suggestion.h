@@ -35,7 +35,9 @@ inline int warpsPerSm(const Gpu& gpu, CUfunction function, int size) {
 // active warps with the fewest blocks per multiprocessor)", and minGridSize is "the minimum grid
 // size to achieve the maximum occupancy" (cuda.h:21678-21681). So no block of whole warps that
 // the kernel can take (its thread limit; sharedBytesFor within its dynamic limit, step 2) puts
-// more warps on an SM, and the minimum grid is the suggested size's blocks on every SM.
+// more warps on an SM; the minimum grid being the suggested size's blocks on every SM is how
+// cuda_occupancy.h, the header form of the same calculation, computes it (numBlocks * numSms):
+// the check shows the two calls agree, not an independent prediction.
 inline void checkSuggestion(course::Verdict& verdict, const Gpu& gpu, CUfunction function, int suggested, int minGrid,
                             int dynamicLimit) {
     int maxThreads = 0;

@@ -1,13 +1,13 @@
 // Lesson 23, program 7 — editing a graph after instantiation: what reaches the exec, and when.
 //
-// An exec is a snapshot: the typed setters of the graph (cuGraphHostNodeSetParams,
-// cuGraphMemcpyNodeSetParams, cuGraphEventRecordNodeSetEvent, cuGraphEventWaitNodeSetEvent,
-// cuGraphBatchMemOpNodeSetParams) change the CUgraph only, and an exec made from it before the
-// edit goes on running what it was instantiated with. cuGraphExecUpdate carries the graph's
-// parameters into the exec; the cuGraphExec...SetParams / ...SetEvent calls change the exec's node
-// alone and leave the graph as it was. This program edits a graph, launches the old exec to see
-// the old behaviour, updates it to see the new, then sets the exec directly (child graph, events,
-// batch memory operation). Every launch is checked on the host.
+// The typed setters of the graph (cuGraphHostNodeSetParams, cuGraphMemcpyNodeSetParams,
+// cuGraphEventRecordNodeSetEvent, cuGraphEventWaitNodeSetEvent, cuGraphBatchMemOpNodeSetParams)
+// edit the CUgraph; that an exec made from it before the edit went on running what it was
+// instantiated with is what step 3 observed on the H200 (cuda.h says it the other way round: the
+// cuGraphExec...SetParams / ...SetEvent calls change the exec's node and leave the graph as it
+// was). cuGraphExecUpdate carries the graph's parameters into the exec. This program edits a
+// graph, launches the old exec, updates it, then sets the exec directly (child graph, events,
+// batch memory operation), and checks on the host what each launch did.
 //
 //   graph_or_exec               the walkthrough
 //   graph_or_exec --device N    another GPU
@@ -241,7 +241,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuGraphExecBatchMemOpNodeSetParams(exec, nodes.batch, &three));
     CUgraph tenfold = axpbGraph(p.axpb, p.x, 10.0f, 3.0f);
     CHECK_DRIVER(cuGraphExecChildGraphNodeSetParams(exec, nodes.inner, tenfold));
-    CHECK_DRIVER(cuGraphDestroy(tenfold));  // the exec took its parameters
+    // cuda.h does not say the exec keeps its own copy: tenfold lives until the launches are done.
     CHECK_DRIVER(cuGraphExecEventWaitNodeSetEvent(exec, nodes.wait, p.produced[2]));
     CHECK_DRIVER(cuGraphExecEventRecordNodeSetEvent(exec, nodes.record, p.recorded[2]));
     viewB.expected = 20.0f;
@@ -260,6 +260,7 @@ int main(int argc, char** argv) {
 
     course::printStep(6, "release everything, newest first");
     CHECK_DRIVER(cuGraphExecDestroy(exec));
+    CHECK_DRIVER(cuGraphDestroy(tenfold));
     CHECK_DRIVER(cuGraphDestroy(graph));
     for (void* buffer : hostBuffers) CHECK_DRIVER(cuMemFreeHost(buffer));
     CHECK_DRIVER(cuMemFree(p.word));

@@ -70,7 +70,10 @@ struct ProducerLaunch {
 // node waits for that event. The host then waits for the graph's own event record node
 // (cuEventSynchronize), not for the graph's stream.
 inline void launchBehindProducer(const ProducerLaunch& l) {
+    // y is zero before anything else is queued: a graph that did not wait reads zeros, never the
+    // last launch's values.
     CHECK_DRIVER(cuMemsetD32Async(l.y, 0, static_cast<size_t>(l.count), l.producer));
+    CHECK_DRIVER(cuStreamSynchronize(l.producer));
     CUdeviceptr y = l.y;
     float value = l.value;
     int n = l.count;

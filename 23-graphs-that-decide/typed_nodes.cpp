@@ -123,7 +123,7 @@ bool batchReadsBack(CUgraphNode node, CUdeviceptr words) {
 
 // Step 6: an allocation node and its free node in a graph of their own (cuda.h: nodes of a graph
 // that holds allocation or free nodes cannot be destroyed, and such a graph cannot be cloned),
-// read back. The graph is never launched: its 32 MiB are never mapped.
+// read back. The graph is never instantiated or launched.
 void allocAndFreeReadBack(CUdevice device, course::Verdict& verdict) {
     CUgraph graph = nullptr;
     CHECK_DRIVER(cuGraphCreate(&graph, 0));
@@ -146,7 +146,7 @@ void allocAndFreeReadBack(CUdevice device, course::Verdict& verdict) {
                 allocRead.poolProps.location.id == device ? "this device" : "another device",
                 allocRead.dptr == alloc.dptr ? "the address cuGraphAddMemAllocNode returned" : "another address");
     std::printf("free node frees: %s\n", freeRead == alloc.dptr ? "the allocation node's address" : "another address");
-    CHECK_DRIVER(cuGraphDestroy(graph));  // never instantiated: nothing was allocated
+    CHECK_DRIVER(cuGraphDestroy(graph));  // never instantiated or launched
     verdict.check("the allocation node reads back the size, device and address it was given", sameAlloc);
     verdict.check("the free node reads back the allocation node's address", freeRead == alloc.dptr);
 }
@@ -177,8 +177,9 @@ int main(int argc, char** argv) {
     CUstream stream = nullptr, producer = nullptr;
     CHECK_DRIVER(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     CHECK_DRIVER(cuStreamCreate(&producer, CU_STREAM_NON_BLOCKING));
-    // started and finished keep timing (CU_EVENT_DEFAULT): cuEventElapsedTime tells in step 4
-    // whether both were recorded.
+    // started and finished keep timing (CU_EVENT_DEFAULT): cuEventElapsedTime answers
+    // CUDA_ERROR_INVALID_HANDLE for an event never recorded by cuEventRecord (cuda.h); that a
+    // record node's recording counts the same is what step 4 relies on, as observed on the H200.
     CUevent produced = nullptr, started = nullptr, finished = nullptr;
     CHECK_DRIVER(cuEventCreate(&produced, CU_EVENT_DISABLE_TIMING));
     CHECK_DRIVER(cuEventCreate(&started, CU_EVENT_DEFAULT));

@@ -158,7 +158,8 @@ void poolAcrossDevices(course::Verdict& verdict, CUdevice device, CUcontext cont
     const CUmemoryPool pool = createDevicePool(device);
     const CUmemAccess_flags own = poolAccess(pool, device);
     std::printf("this GPU's access to its new pool: %s\n", accessName(own));
-    verdict.check("this GPU can access its new pool by default", own != CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    verdict.check("this GPU can access its new pool by default",
+                  own == CU_MEM_ACCESS_FLAGS_PROT_READ || own == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
     std::string reason;
     CUdevice peer = 0;
     if (deviceCount < 2) {

@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(course::graphInstantiate(&exec, graph, 0));
     const Waited first = launchOnce(exec, stream, vk, go, done, 2);
     verdict.check("first launch waited for the value set on the graph node", first.held && first.ran);
-    verdict.check("the signal node waited for the kernel node", first.doneWhileHeld == 0);
+    verdict.check("the signal node did not signal while the launch was held", first.doneWhileHeld == 0);
     if (!first.ran) return unfinished();
     const uint64_t firstDone = lesson27::timelineValue(vk, done);
     std::printf("done, as Vulkan reads it: %llu\n", static_cast<unsigned long long>(firstDone));

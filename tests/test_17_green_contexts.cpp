@@ -128,8 +128,9 @@ TEST_CASE("Lesson 17 partitions' green contexts get what the split granted and k
         INFO(name);
         CHECK(checkOk(r.out, name));
     }
-#if CUDA_VERSION >= 13000  // the ids: cuGreenCtxGetId is in CUDA 13.0's cuda.h, not in 12.4's
+#if CUDA_VERSION >= 12090  // the ids: cuGreenCtxGetId came with CUDA 12.9
     CHECK(checkOk(r.out, "green contexts A and B have different ids"));
+    CHECK(checkOk(r.out, "popping gives back A's CUcontext"));
     CHECK(checkOk(r.out, "cuGreenCtxGetId(NULL) names the current green context"));
     CHECK(valueOf(r.out, "green context ids (cuGreenCtxGetId)") ==
           "A and B differ: yes; NULL with A current gives A's: yes");

@@ -424,6 +424,15 @@ TEST_CASE("Each lesson's README expected output matches what the lesson prints o
         const auto expected = lines(expectedBlock(readme));
         const std::string captured = capturedOn(readme);
         INFO(folder << ": README captured on '" << captured << "', this machine is '" << thisMachine() << "'");
+        // A block captured on more GPUs than this machine has shows steps this machine skips.
+        const auto devicesOf = [](const std::string& marker) {
+            const std::string::size_type at = marker.find("devices: ");
+            return at == std::string::npos ? 1 : std::atoi(marker.c_str() + at + 9);
+        };
+        if (devicesOf(captured) > driver().deviceCount()) {
+            WARN(folder << ": README captured on '" << captured << "'; this machine has fewer GPUs: not compared");
+            continue;
+        }
         if (captured == thisMachine()) {
             // The machine the README was captured on: line by line, after normalising.
             // The first line that differs is reported; the other lessons are still compared.
