@@ -225,6 +225,7 @@ int main(int argc, char** argv) {
                 tmp != nullptr && *tmp != '\0' ? "$TMPDIR" : "/tmp");
     std::printf("dump file: gpu.core in that folder\n");
 
+#if CUDA_VERSION >= 12010  // older headers have no cuCoredump* (sectionAvailable returned above)
     // Step 3: the two scopes, in this process, which enables no dump and faults nowhere. A value set
     // for the process (cuCoredumpSetAttributeGlobal) is what cuCoredumpGetAttributeGlobal reads; one
     // set for the current context (cuCoredumpSetAttribute) is that context's. Environment variables
@@ -264,6 +265,7 @@ int main(int argc, char** argv) {
                       readContext == CUDA_SUCCESS && contextFile == contextRead);
     }
     CHECK_DRIVER(cuDevicePrimaryCtxRelease(device));
+#endif
 
     // Step 4: environment variables set before cuInit take precedence over the API for good
     // (cuda.h): the child gets none of them, whatever the parent's environment holds.
