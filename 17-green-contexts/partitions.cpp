@@ -46,7 +46,13 @@ std::set<unsigned int> smsUsed(CUkernel spin, CUstream stream, CUdeviceptr smOfB
 // Ids (CUDA 12.9): unique for the life of the program; given NULL, the id of the green
 // context that is current. Whether a green context and its CUcontext share one id, cuda.h does
 // not say: printed only.
-void checkGreenContextIds(CUgreenCtx greenA, CUgreenCtx greenB, CUcontext contextA, course::Verdict& verdict) {
+void checkGreenContextIds(int driverVersion, CUgreenCtx greenA, CUgreenCtx greenB, CUcontext contextA,
+                          course::Verdict& verdict) {
+    if (driverVersion < 12090) {
+        std::printf("section green context ids: SKIP (cuGreenCtxGetId came with CUDA 12.9; the driver supports %s)\n",
+                    course::formatCudaVersion(driverVersion).c_str());
+        return;
+    }
     unsigned long long idA = 0;
     unsigned long long idB = 0;
     unsigned long long idCurrent = 0;
@@ -165,11 +171,7 @@ int main(int argc, char** argv) {
     CHECK_DRIVER(cuCtxGetDevResource(contextA, &ofContextA, CU_DEV_RESOURCE_TYPE_SM));
     std::printf("A as a CUcontext (cuCtxFromGreenCtx, cuCtxGetDevResource): %u SMs\n", ofContextA.sm.smCount);
 #if CUDA_VERSION >= 12090
-    if (driverVersion >= 12090)
-        checkGreenContextIds(greenA, greenB, contextA, verdict);
-    else
-        std::printf("section green context ids: SKIP (cuGreenCtxGetId came with CUDA 12.9; the driver supports %s)\n",
-                    course::formatCudaVersion(driverVersion).c_str());
+    checkGreenContextIds(driverVersion, greenA, greenB, contextA, verdict);
 #endif
     verdict.check("green context A got at least the SMs requested", smsA >= kRequest);
     verdict.check("green contexts A and B together hold every SM", smsA + smsB == all.sm.smCount);
