@@ -391,8 +391,8 @@ TEST_CASE(
         INFO(check);
         CHECK(checkOk(r.out, check));
     }
-    // The priority checks run where the context has more than one priority level (H100 and H200
-    // have six: 0 to -5).
+    // The priority checks run where the context has more than one priority level (the H200 in the
+    // README showed six: 0 to -5).
     if (!contains(r.out, "section kernel node priority: SKIP")) {
         CHECK(checkOk(r.out, "the priority set on the kernel node reads back"));
         CHECK(checkOk(r.out, "cuGraphKernelNodeCopyAttributes gave the replacement that priority"));
